@@ -1,0 +1,301 @@
+"""``tlseg``: the command line of the engine.
+
+    tlseg segment PAGE... -o OUTDIR [options]   segment pages (files, folders, glob patterns)
+    tlseg evaluate --gt GT... --pred PRED...    score predictions against ground truth
+    tlseg params [--params FILE]                print the full parameter set as JSON
+    tlseg learn-moments GT...                   learn the pairwise moments from ground truth
+
+Exit codes: 0 success, 1 some page/file failed, 2 usage or parameter error, 130 interrupted.
+Expected errors are one line on stderr naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .params import REGRESSION_FORMS, UPDATE_RULES, ParameterError, Parameters
+
+PROG = "tlseg"
+
+
+class UsageError(Exception):
+    """A bad command line or parameter: exit code 2."""
+
+
+def _err(msg: str) -> None:
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+
+
+def _warn(msg: str) -> None:
+    print(f"{PROG}: warning: {msg}", file=sys.stderr)
+
+
+# --- parameters ----------------------------------------------------------------------------
+
+
+def parse_set(items: Sequence[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` strings -> overrides; VALUE is JSON (``0.1``, ``true``, ``[0.9,0.08,0.02]``)
+    or else taken as a plain string (``update_rule=convex``)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not name:
+            raise ParameterError(f"--set expects NAME=VALUE, got {item!r}")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
+
+
+def build_params(args: argparse.Namespace) -> Parameters:
+    """Parameters from ``--params FILE``, then the named options, then ``--set``."""
+    params = Parameters.load(args.params) if getattr(args, "params", None) else Parameters()
+    changes: dict[str, Any] = {}
+    for option, name in (("seed", "seed"), ("ratio", "sample_ratio"), ("update_rule", "update_rule"),
+                         ("regression", "regression")):
+        value = getattr(args, option, None)
+        if value is not None:
+            changes[name] = value
+    if getattr(args, "multi_oriented", False):
+        changes["multi_oriented"] = True
+    changes.update(parse_set(getattr(args, "set", None) or []))
+    return params.replace(**changes) if changes else params
+
+
+# --- progress ----------------------------------------------------------------------------
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class ProgressPrinter:
+    """Formats batch progress events as lines on stderr."""
+
+    def __init__(self, quiet: bool, single_name: str | None = None) -> None:
+        self.quiet = quiet
+        self.single_name = single_name
+
+    def __call__(self, event: Any) -> None:
+        result = event.result
+        if result is not None and result.status == "failed":
+            _err(result.error)  # errors show even with --quiet
+        if self.quiet:
+            return
+        if event.stage is not None:
+            print(f"  {self.single_name or 'page'}: {event.stage}", file=sys.stderr)
+            return
+        if result is None:
+            return
+        what = f"{result.lines} lines, {result.seconds:.1f} s" if result.ok else "FAILED"
+        line = f"[{event.done}/{event.total}] {Path(result.file).name}: {what}"
+        if event.total > 1:
+            line += f" | {event.rate * 60:.1f} pages/min"
+            if event.eta is not None and event.done < event.total:
+                line += f", ETA {_duration(event.eta)}"
+        print(line, file=sys.stderr, flush=True)
+
+
+# --- subcommands ---------------------------------------------------------------------------
+
+
+def cmd_segment(args: argparse.Namespace) -> int:
+    from . import batch
+
+    params = build_params(args)
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"-j/--jobs must be at least 1, got {args.jobs}")
+    if args.page < 0:
+        raise UsageError(f"--page must be 0 or more, got {args.page}")
+    pages, warnings = batch.discover_pages(args.pages, recursive=args.recursive)
+    for w in warnings:
+        _err(w)
+    if not pages:
+        raise UsageError("no pages to segment")
+    outdir = Path(args.outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise UsageError(f"output folder {outdir} is not a folder")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create output folder {outdir}: {exc.strerror}") from None
+    stems = batch.unique_stems(pages)
+    todo = sum(1 for s in stems if args.overwrite or not batch.outputs_complete(outdir, s))
+    printer = ProgressPrinter(args.quiet, pages[0].name if todo == 1 else None)
+    if not args.quiet:
+        mode = f"dask {args.dask}" if args.dask else f"{args.jobs or os.cpu_count() or 1} job(s)"
+        print(f"{PROG}: {len(pages)} page(s), {len(pages) - todo} already done, {mode} -> {outdir}",
+              file=sys.stderr, flush=True)
+    summary = batch.run_batch(pages, outdir, params, jobs=args.jobs, overwrite=args.overwrite,
+                              dask_address=args.dask, page_index=args.page, report_path=args.report,
+                              progress=printer, stems=stems)
+    if summary.interrupted:
+        _err(f"interrupted: {summary.format()}; finished pages are kept, rerun to resume")
+        return 130
+    if not args.quiet or summary.failed:
+        print(f"{PROG}: {summary.format()}", file=sys.stderr)
+        if summary.failed:
+            print(f"{PROG}: failures are listed in {summary.report_path}", file=sys.stderr)
+    return 1 if summary.failed or warnings else 0
+
+
+def _expand(specs: Sequence[str]) -> list[str]:
+    """Glob patterns expanded (sorted) so that quoted patterns work; other specs as given."""
+    out: list[str] = []
+    for spec in specs:
+        if not os.path.exists(spec) and glob.has_magic(spec):
+            matches = sorted(glob.glob(spec))
+            if not matches:
+                raise FileNotFoundError(2, "no files match", spec)
+            out.extend(matches)
+        else:
+            out.append(spec)
+    return out
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate
+
+    gt, pred = _expand(args.gt), _expand(args.pred)
+    for name, value in (("--ta", args.ta), ("--line-threshold", args.line_threshold)):
+        if not 0.0 < value <= 1.0:
+            raise UsageError(f"{name} must be in (0, 1], got {value}")
+    report = evaluate(gt, pred, t_a=args.ta, line_threshold=args.line_threshold,
+                      image_dir=args.images)
+    print(report.format_table())
+    if args.csv:
+        report.to_csv(args.csv)
+        print(f"{PROG}: wrote {args.csv}", file=sys.stderr)
+    return 0
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    print(build_params(args).to_json())
+    return 0
+
+
+def cmd_learn_moments(args: argparse.Namespace) -> int:
+    try:
+        available = importlib.util.find_spec("engine.moments") is not None
+    except ImportError:
+        available = False
+    if not available:
+        _err("learn-moments is not available in this version (engine.moments is missing)")
+        return 1
+    from .moments import learn_moments
+
+    moments = learn_moments([Path(p) for p in _expand(args.gt)])
+    if isinstance(moments, Sequence) and not isinstance(moments, str):
+        moments = {"moments": [float(m) for m in moments]}
+    print(json.dumps(moments, indent=2, default=str))
+    return 0
+
+
+# --- parser ----------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so main() owns every exit code."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Handwritten text-line segmentation (Cruz & Ramos Terrades).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def add_param_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--params", metavar="FILE", help="parameters JSON (see 'tlseg params')")
+        p.add_argument("--set", action="append", metavar="NAME=VALUE", default=[],
+                       help="override one parameter; VALUE is JSON or a plain string (repeatable)")
+
+    seg = sub.add_parser("segment", help="segment pages into OUTDIR",
+                         description="Segment pages; writes <stem>.dat, .labels.png, .overlay.png, "
+                                     ".page.xml and .json per page into OUTDIR.")
+    seg.add_argument("pages", nargs="+", metavar="PAGE", help="image files, folders or glob patterns")
+    seg.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", help="output folder")
+    add_param_options(seg)
+    seg.add_argument("--seed", type=int, help="random seed (same seed, same result)")
+    seg.add_argument("--ratio", type=float, help="fraction of ink pixels sampled (sample_ratio)")
+    seg.add_argument("--multi-oriented", action="store_true", help="search every text orientation")
+    seg.add_argument("--update-rule", choices=UPDATE_RULES)
+    seg.add_argument("--regression", choices=REGRESSION_FORMS)
+    seg.add_argument("-j", "--jobs", type=int, metavar="N", help="worker processes (default: all cores)")
+    seg.add_argument("--recursive", action="store_true", help="look for images in subfolders too")
+    seg.add_argument("--overwrite", action="store_true", help="redo pages whose outputs exist")
+    seg.add_argument("--page", type=int, default=0, metavar="K", help="page K of multi-page files")
+    seg.add_argument("--dask", metavar="ADDRESS", help="dask scheduler address, or 'local'")
+    seg.add_argument("--report", metavar="FILE", help="JSON-lines report (default OUTDIR/tlseg-report.jsonl)")
+    seg.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    seg.set_defaults(func=cmd_segment)
+
+    ev = sub.add_parser("evaluate", help="score predictions against ground truth")
+    ev.add_argument("--gt", nargs="+", required=True, metavar="GT", help="ground-truth files")
+    ev.add_argument("--pred", nargs="+", required=True, metavar="PRED", help="predicted files")
+    ev.add_argument("--images", metavar="DIR", help="folder of the page images")
+    ev.add_argument("--ta", type=float, default=0.95, help="match acceptance threshold (default 0.95)")
+    ev.add_argument("--line-threshold", type=float, default=0.75, help="line threshold (default 0.75)")
+    ev.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
+    ev.set_defaults(func=cmd_evaluate)
+
+    pa = sub.add_parser("params", help="print the full parameter set as JSON")
+    add_param_options(pa)
+    pa.set_defaults(func=cmd_params)
+
+    lm = sub.add_parser("learn-moments", help="learn the pairwise moments from ground truth")
+    lm.add_argument("gt", nargs="+", metavar="GT")
+    lm.set_defaults(func=cmd_learn_moments)
+    return parser
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [OSError]
+    for module, name in (("engine.io", "PageLoadError"), ("engine.groundtruth", "GroundTruthError")):
+        try:
+            errors.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errors)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (see the module docstring)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.func(args))
+    except UsageError as exc:
+        _err(str(exc))
+        return 2
+    except ParameterError as exc:
+        _err(f"bad parameter: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except Exception as exc:
+        if not isinstance(exc, _expected_errors()):
+            raise
+        from .batch import describe_error
+
+        _err(describe_error(getattr(exc, "filename", None) or "", exc).lstrip(": "))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

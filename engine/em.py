@@ -1,0 +1,207 @@
+"""Stage 7: EM (paper Algorithm 1) as a generator of immutable snapshots.
+
+E-step: learn the pairwise parameters theta_0..2 and the line-probability parameters by
+moment matching while passing messages (:mod:`engine.message_passing`); M-step: weighted
+regression per line (:mod:`engine.regression`) and line priors ``pi_l = mean_v p_v(l)``
+(within the line's region). Stops when the mean KL divergence between successive posteriors
+falls under ``kl_tolerance`` or after ``max_em_iterations``. Messages and theta are warm-
+started from one EM iteration to the next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import message_passing as mp
+from .model import LineSet, Preparation, Snapshot, to_region_frame
+from .params import Parameters
+from .regression import fit_lines
+from .unary import interline_space, log_unary
+
+
+@dataclass
+class _Region:
+    samples: np.ndarray  # global sample indices (n,)
+    uv: np.ndarray  # (n, 2) in the region frame
+    lines: np.ndarray  # global line indices (L_r,), contiguous and ordered across the text
+    graph: mp.RegionGraph
+    out: np.ndarray  # (2E, L_r) float32 log messages
+    posterior: np.ndarray  # (n, L_r) float32
+    bias: np.ndarray  # (L_r,) line-probability parameters theta_l
+    power: np.ndarray  # (n,) exponent of p_v
+
+
+def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> list[_Region]:
+    states = []
+    n_regions = len(prep.regions)
+    edge_region = prep.sample_region[prep.edges[:, 0]] if len(prep.edges) else np.zeros(0, np.int32)
+    for r in range(n_regions):
+        idx = np.flatnonzero(prep.sample_region == r)
+        own = np.flatnonzero(lines.region == r)
+        local = np.full(len(prep.samples), -1, np.int64)
+        local[idx] = np.arange(len(idx))
+        edges = local[prep.edges[edge_region == r]] if len(prep.edges) else np.zeros((0, 2), np.int64)
+        graph = mp.build_region_graph(len(idx), edges, params.seed)
+        if params.update_rule == "convex":
+            power = (1.0 / (params.c_v + graph.degree)).astype(np.float32)
+        else:
+            power = np.ones(len(idx), np.float32)
+        n_lines = len(own)
+        states.append(_Region(
+            samples=idx, uv=to_region_frame(prep.samples[idx], prep.regions[r].phi), lines=own,
+            graph=graph, out=np.zeros((2 * len(edges), n_lines), np.float32),
+            posterior=np.full((len(idx), n_lines), 1.0 / max(n_lines, 1), np.float32),
+            bias=np.zeros(n_lines), power=power))
+    return states
+
+
+def _check_lines(prep: Preparation, lines: LineSet) -> None:
+    if len(lines) and (lines.region.min() < 0 or lines.region.max() >= len(prep.regions)):
+        raise ValueError("lines refer to a region the preparation does not have")
+    if len(lines) and not np.all(np.diff(lines.region) >= 0):
+        raise ValueError("lines must be grouped by region (sorted by region, then across the text)")
+    for r in np.unique(lines.region):
+        if not np.isclose(lines.phi[lines.region == r], prep.regions[r].phi).all():
+            raise ValueError(f"lines of region {r} are not in that region's frame")
+
+
+def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: float) -> list[np.ndarray]:
+    result = []
+    for st in states:
+        sub = lines.take(st.lines)
+        space = interline_space(sub, default=2.0 * h_cc, min_gap=0.5 * h_cc)
+        u = log_unary(st.uv, sub, space, params.r)
+        if u.shape[1]:
+            # Lines far worse than a sample's best carry no information for it; flooring
+            # keeps every log message finite.
+            u = np.maximum(u, u.max(axis=1, keepdims=True) - np.float32(params.candidate_nats))
+        result.append(u)
+    return result
+
+
+def _log_likelihood(unaries: list[np.ndarray]) -> float:
+    total, count = 0.0, 0
+    for u in unaries:
+        if u.shape[1] and u.shape[0]:
+            m = u.max(axis=1)
+            total += float((m + np.log(np.exp(u - m[:, None]).sum(axis=1))).sum())
+            count += u.shape[0]
+    return total / max(count, 1)
+
+
+def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteration: int,
+              sweep: int | None, theta: np.ndarray, kl: float, ll: float, t0: float, n_sweeps: int,
+              converged: bool, top_k: int) -> Snapshot:
+    n = len(prep.samples)
+    post_lines = np.full((n, top_k), -1, np.int32)
+    post_probs = np.zeros((n, top_k), np.float16)
+    entropy = np.zeros(n, np.float16)
+    for st in states:
+        p = st.posterior
+        if p.shape[1] == 0 or p.shape[0] == 0:
+            continue
+        k = min(top_k, p.shape[1])
+        order = np.argsort(-p, axis=1, kind="stable")[:, :k]
+        post_lines[st.samples, :k] = st.lines[order]
+        post_probs[st.samples, :k] = np.take_along_axis(p, order, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            entropy[st.samples] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    return Snapshot(iteration=iteration, sweep=sweep, lines=lines, posterior_lines=post_lines,
+                    posterior_probs=post_probs, entropy=entropy,
+                    theta=(float(theta[0]), float(theta[1]), float(theta[2])), kl=float(kl),
+                    log_likelihood=float(ll), elapsed=time.perf_counter() - t0, n_sweeps=n_sweeps,
+                    converged=converged)
+
+
+def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Parameters) -> LineSet:
+    a, b, c = lines.a.copy(), lines.b.copy(), lines.c.copy()
+    st_, ss_, prior = lines.sigma_t.copy(), lines.sigma_s.copy(), lines.prior.copy()
+    floor_t = params.sigma_t_floor * prep.stats.h_cc
+    floor_s = params.sigma_s_floor * prep.stats.w_cc
+    rot_inv = params.regression == "rotation_invariant"
+    for st in states:
+        if len(st.lines) == 0 or len(st.samples) == 0:
+            continue
+        fit = fit_lines(st.uv, st.posterior, rot_inv, floor_t, floor_s)
+        # A line with almost no posterior mass keeps its geometry; its prior says it is gone.
+        ok = np.isfinite(fit.a) & (fit.weight > 1.0)
+        g = st.lines[ok]
+        a[g], b[g], c[g], st_[g], ss_[g] = fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok]
+        prior[st.lines] = st.posterior.mean(axis=0)
+    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv)
+
+
+def _kl(states: list[_Region], previous: list[np.ndarray] | None) -> float:
+    if previous is None:
+        return float("inf")
+    total, count = 0.0, 0
+    for st, old in zip(states, previous, strict=True):
+        if st.posterior.size == 0:
+            continue
+        p = np.maximum(st.posterior.astype(np.float64), 1e-12)
+        q = np.maximum(old.astype(np.float64), 1e-12)
+        total += float((p * np.log(p / q)).sum())
+        count += st.posterior.shape[0]
+    return total / max(count, 1)
+
+
+def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: bool = False
+           ) -> Iterator[Snapshot]:
+    """EM from ``lines``; yields iteration 0 (the starting lines, posteriors from the unary
+    alone), then one snapshot per EM iteration (and per sweep when ``per_sweep``)."""
+    t0 = time.perf_counter()
+    rot_inv = params.regression == "rotation_invariant"
+    if lines.rotation_invariant != rot_inv:
+        lines = LineSet(lines.a, lines.b, lines.c, lines.sigma_t, lines.sigma_s, lines.prior,
+                        lines.region, lines.phi, rot_inv)
+    _check_lines(prep, lines)
+    states = _region_states(prep, lines, params)
+    moments = np.asarray(params.moments, dtype=np.float64)
+    theta = np.zeros(3)
+    h_cc = prep.stats.h_cc
+    unaries = _unaries(states, lines, params, h_cc)
+    for st, u in zip(states, unaries, strict=True):
+        if u.shape[1]:
+            p = np.exp(u - u.max(axis=1, keepdims=True))
+            st.posterior[:] = p / p.sum(axis=1, keepdims=True)
+    yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), _log_likelihood(unaries), t0, 0,
+                    False, params.snapshot_top_k)
+    total_sweeps = 0
+    for iteration in range(1, params.max_em_iterations + 1):
+        previous = [st.posterior.copy() for st in states]
+        unaries = _unaries(states, lines, params, h_cc)
+        ll = _log_likelihood(unaries)
+        for sweep_index in range(1, params.mp_max_sweeps + 1):
+            # Theta step (Algorithm 2, first loop): one Armijo step on the pooled edge statistics.
+            q = [mp.edge_class_fractions(st.out, st.graph) for st in states if st.out.shape[1]]
+            if q:
+                theta, _ = mp.learn_theta(np.concatenate(q), theta, moments)
+            change = 0.0
+            for st, u in zip(states, unaries, strict=True):
+                if u.shape[1] == 0 or u.shape[0] == 0:
+                    continue
+                change = max(change, mp.sweep(u - st.bias.astype(np.float32), st.out, st.graph, theta,
+                                              st.power, params.damping if params.update_rule == "bethe" else 0.0,
+                                              st.posterior))
+                if params.learn_line_prior:
+                    # Moment matching of the line-probability features: mean posterior -> prior.
+                    target = np.maximum(lines.prior[st.lines], 1e-6)
+                    mean = np.maximum(st.posterior.mean(axis=0), 1e-6)
+                    st.bias = np.clip(st.bias + 0.5 * np.log(mean / target), -5.0, 5.0)
+            total_sweeps += 1
+            if per_sweep:
+                yield _snapshot(prep, states, lines, iteration, sweep_index, theta, float("nan"), ll, t0,
+                                total_sweeps, False, params.snapshot_top_k)
+            if change < params.mp_tolerance:
+                break
+        lines = _m_step(prep, states, lines, params)
+        kl = _kl(states, previous)
+        converged = kl < params.kl_tolerance
+        yield _snapshot(prep, states, lines, iteration, None, theta, kl, ll, t0, total_sweeps, converged,
+                        params.snapshot_top_k)
+        if converged:
+            return

@@ -1,0 +1,242 @@
+"""Scoring a set of result files against a set of ground-truth files, paired by file stem.
+
+    report = evaluate(["gt/a.xml", "gt/b.xml"], ["out/a.labels.png", "out/b.dat"], image_dir="pages")
+    print(report.format_table())
+    report.to_csv("scores.csv")
+
+Polygon files (PAGE/ALTO) say which pixels are a line's but not which are ink, so pairs with
+a polygon file are scored on the ink of the page image (Otsu threshold), which must be found
+in ``image_dir`` under the same stem.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _stdio
+import os
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from skimage.filters import threshold_otsu
+
+from . import groundtruth as _gt
+from .export import atomic_write_bytes
+from .io import load_page
+from .metric import ContestScore, LineScore, combine, combine_lines, contest_metric, line_metric
+
+#: Suffixes stripped (repeatedly, case-insensitively) from a file name to get its page stem.
+KNOWN_SUFFIXES = (".xml", ".dat", ".png", ".tif", ".tiff", ".bmp", ".page", ".labels", ".alto",
+                  ".gt", ".pred", ".json")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+_LABEL_FILE_SUFFIXES = (".xml", ".dat", ".png", ".tif", ".tiff", ".bmp")
+
+
+class EvaluationError(ValueError):
+    """An evaluation that cannot run as asked (e.g. polygon ground truth without page images)."""
+
+
+def page_stem(path: str | os.PathLike) -> str:
+    """``foo.labels.png`` / ``foo.page.xml`` / ``foo.dat`` / ``foo.xml`` -> ``foo``."""
+    name = Path(path).name
+    while True:
+        low = name.lower()
+        for suffix in KNOWN_SUFFIXES:
+            if low.endswith(suffix) and len(name) > len(suffix):
+                name = name[: -len(suffix)]
+                break
+        else:
+            return name
+
+
+@dataclass(frozen=True)
+class PageScore:
+    """One page's scores and the files they come from."""
+
+    stem: str
+    gt_path: str
+    pred_path: str
+    contest: ContestScore
+    line: LineScore
+
+
+@dataclass
+class EvaluationReport:
+    """Per-page and total scores; ``unpaired`` files and ``skipped`` pages (with the reason)."""
+
+    pages: list[PageScore] = field(default_factory=list)
+    unpaired: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    t_a: float = 0.95
+    line_threshold: float = 0.75
+
+    @property
+    def total_contest(self) -> ContestScore:
+        return combine(p.contest for p in self.pages)
+
+    @property
+    def total_line(self) -> LineScore:
+        return combine_lines(p.line for p in self.pages)
+
+    def rows(self) -> list[dict[str, object]]:
+        """One dict per page plus a final ``TOTAL`` row."""
+        items = [(p.stem, p.contest, p.line) for p in self.pages]
+        items.append(("TOTAL", self.total_contest, self.total_line))
+        return [{"page": stem, "N": c.n, "M": c.m, "o2o": c.o2o, "DR": c.dr, "RA": c.ra, "FM": c.fm,
+                 "correct": ln.correct, "missed": ln.missed, "extra": ln.extra,
+                 "line_IU": ln.line_iu, "line_F1": ln.line_f1, "pixel_IU": ln.pixel_iu}
+                for stem, c, ln in items]
+
+    def format_table(self) -> str:
+        """A plain-text table: one line per page, the total, then unpaired/skipped files."""
+        head = (f"{'page':<28} {'N':>5} {'M':>5} {'o2o':>5} {'DR%':>6} {'RA%':>6} {'FM%':>6}  "
+                f"{'lineIU%':>7} {'lineF1%':>7} {'pixIU%':>6}")
+        out = [f"contest T_a = {self.t_a}, line threshold = {self.line_threshold}", head,
+               "-" * len(head)]
+        rows = self.rows()
+        for i, r in enumerate(rows):
+            if i == len(rows) - 1:
+                out.append("-" * len(head))
+            out.append(f"{str(r['page'])[:28]:<28} {r['N']:>5} {r['M']:>5} {r['o2o']:>5} "
+                       f"{100 * r['DR']:>6.2f} {100 * r['RA']:>6.2f} {100 * r['FM']:>6.2f}  "
+                       f"{100 * r['line_IU']:>7.2f} {100 * r['line_F1']:>7.2f} {100 * r['pixel_IU']:>6.2f}")
+        for path in self.unpaired:
+            out.append(f"unpaired: {path}")
+        for stem, reason in self.skipped:
+            out.append(f"skipped {stem}: {reason}")
+        return "\n".join(out)
+
+    def to_csv(self, path: str | os.PathLike) -> None:
+        """The rows of :meth:`rows` as CSV (written atomically)."""
+        buf = _stdio.StringIO()
+        rows = self.rows()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
+
+
+def _expand(paths: Iterable[str | os.PathLike] | str | os.PathLike) -> list[Path]:
+    """Files as given; a directory stands for its label/XML files (not recursive)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(f for f in p.iterdir()
+                          if f.is_file() and f.suffix.lower() in _LABEL_FILE_SUFFIXES)
+        else:
+            out.append(p)
+    return out
+
+
+def _by_stem(paths: list[Path], unpaired: list[str]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for p in paths:
+        stem = page_stem(p)
+        if stem in found:
+            unpaired.append(str(p))
+            warnings.warn(f"{p}: a second file for page '{stem}' (using {found[stem]})", stacklevel=3)
+        else:
+            found[stem] = p
+    return found
+
+
+def _find_image(image_dir: Path | None, stem: str) -> Path | None:
+    if image_dir is None:
+        return None
+    for suffix in IMAGE_SUFFIXES:
+        for cand in (image_dir / f"{stem}{suffix}", image_dir / f"{stem}{suffix.upper()}"):
+            if cand.is_file():
+                return cand
+    return None
+
+
+def page_ink(path: str | os.PathLike) -> np.ndarray:
+    """Ink of a page image, bool ``(H, W)``: ``gray < 128`` for bilevel pages, else Otsu."""
+    page = load_page(path)
+    if page.bilevel:
+        return page.gray < 128
+    gray = page.gray
+    if gray.min() == gray.max():
+        return np.zeros(gray.shape, bool)
+    return gray <= threshold_otsu(gray)
+
+
+def _is_polygon(path: Path) -> bool:
+    return path.suffix.lower() in _gt.XML_SUFFIXES
+
+
+def _score_pair(gt_path: Path, pred_path: Path, image: Path | None, t_a: float,
+                line_threshold: float) -> tuple[ContestScore, LineScore]:
+    gt_poly = _is_polygon(gt_path)
+    ink = page_ink(image) if image is not None else None
+    shape = None if ink is None else ink.shape
+    # Read the files that know their size first, so a .dat partner gets its shape.
+    first, second = (pred_path, gt_path) if gt_path.suffix.lower() == ".dat" else (gt_path, pred_path)
+    maps = {}
+    for p in (first, second):
+        maps[p] = _gt.read_label_map(p, shape, ink if _is_polygon(p) else None)
+        shape = maps[p].shape
+    gt, pred = maps[gt_path], maps[pred_path]
+    if gt_poly:
+        # Only ink inside the GT polygons is scored (ink outside every polygon has no truth).
+        score_ink = gt > 0
+    elif ink is not None:
+        score_ink = ink | (gt > 0)
+    else:
+        score_ink = None
+    return (contest_metric(gt, pred, score_ink, t_a), line_metric(gt, pred, score_ink, line_threshold))
+
+
+def evaluate(gt_paths: Iterable[str | os.PathLike] | str | os.PathLike,
+             pred_paths: Iterable[str | os.PathLike] | str | os.PathLike, t_a: float = 0.95,
+             line_threshold: float = 0.75, image_dir: str | os.PathLike | None = None
+             ) -> EvaluationReport:
+    """Score result files against ground-truth files paired by page stem.
+
+    Parameters
+    ----------
+    gt_paths, pred_paths : paths (or directories) of ``.dat``, label images, PAGE or ALTO XML.
+    t_a : contest acceptance threshold of MatchScore.
+    line_threshold : pixel precision/recall a matched line needs to be correct (ICDAR 2017).
+    image_dir : folder of the page images (``<stem>.png|jpg|tif...``); required when any file
+        is PAGE/ALTO XML, whose polygons are scored on the page's ink only.
+
+    Returns
+    -------
+    EvaluationReport
+        Unpaired files are listed (with a warning), pages that fail to read are skipped with
+        the reason; neither stops the evaluation.
+    """
+    report = EvaluationReport(t_a=t_a, line_threshold=line_threshold)
+    gts = _by_stem(_expand(gt_paths), report.unpaired)
+    preds = _by_stem(_expand(pred_paths), report.unpaired)
+    for stem in sorted(set(gts) ^ set(preds)):
+        path = gts.get(stem) or preds[stem]
+        report.unpaired.append(str(path))
+        warnings.warn(f"{path}: no {'result' if stem in gts else 'ground truth'} file for page "
+                      f"'{stem}'", stacklevel=2)
+    stems = sorted(set(gts) & set(preds))
+    img_dir = None if image_dir is None else Path(image_dir)
+    if img_dir is None and any(_is_polygon(gts[s]) or _is_polygon(preds[s]) for s in stems):
+        raise EvaluationError("polygon (PAGE/ALTO) files are scored on the page's ink pixels: pass "
+                              "image_dir, the folder of the page images")
+    for stem in stems:
+        gt_path, pred_path = gts[stem], preds[stem]
+        image = _find_image(img_dir, stem)
+        if image is None and (_is_polygon(gt_path) or _is_polygon(pred_path)):
+            reason = f"no page image '{stem}.*' in {img_dir} (needed for polygon files)"
+            report.skipped.append((stem, reason))
+            warnings.warn(f"page '{stem}' skipped: {reason}", stacklevel=2)
+            continue
+        try:
+            contest, line = _score_pair(gt_path, pred_path, image, t_a, line_threshold)
+        except ValueError as exc:  # GroundTruthError, PageLoadError, shape mismatch
+            report.skipped.append((stem, str(exc)))
+            warnings.warn(f"page '{stem}' skipped: {exc}", stacklevel=2)
+            continue
+        report.pages.append(PageScore(stem, str(gt_path), str(pred_path), contest, line))
+    return report

@@ -1,0 +1,436 @@
+"""Writing results: ICDAR ``.dat``, 16-bit label PNG, colour overlays, PAGE XML 2019 and JSON.
+
+Every write is atomic: data goes to a temporary file in the target's directory which is then
+renamed over the target, so a crash or a full disk never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from lxml import etree
+from PIL import Image
+
+from .model import LineSet, Segmentation, from_region_frame, to_region_frame
+
+PAGE_NS = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"
+PAGE_XSD = Path(__file__).resolve().parents[1] / "resources" / "pagecontent-2019-07-15.xsd"
+_XSI = "http://www.w3.org/2001/XMLSchema-instance"
+
+# ----------------------------------------------------------------------------- atomic writes
+
+
+def _temp_name(path: Path) -> Path:
+    # Same directory (so os.replace is a rename on one file system), hidden, and keeping the
+    # suffix so that writers choosing the format by extension still work.
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp{path.suffix}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success it is renamed to ``path``, on an
+    exception it is removed and the exception propagates."""
+    target = Path(path)
+    tmp = _temp_name(target)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# ----------------------------------------------------------------------------- label maps
+
+
+def _check_labels(labels: np.ndarray) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 2:
+        raise ValueError(f"labels must be a 2-D (H, W) array, got shape {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer) and labels.dtype != bool:
+        raise ValueError(f"labels must be integers, got {labels.dtype}")
+    return labels
+
+
+def write_dat(path: str | os.PathLike, labels: np.ndarray) -> None:
+    """ICDAR ``.dat``: every pixel's label as little-endian int32, row-major, no header."""
+    labels = _check_labels(labels)
+    data = np.ascontiguousarray(labels, dtype="<i4")
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        data.tofile(fh)
+
+
+def read_dat(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarray:
+    """Read an ICDAR ``.dat`` label map of ``shape`` (H, W) -> int32 ``(H, W)``.
+
+    Raises ValueError naming the file when its size is not ``H * W * 4`` bytes.
+    """
+    h, w = (int(s) for s in shape)
+    size = os.path.getsize(path)
+    if size != h * w * 4:
+        raise ValueError(f"'{os.fspath(path)}' holds {size} bytes, but a {h} x {w} page needs "
+                         f"{h * w * 4} (4 bytes per pixel): wrong page size or not a .dat file")
+    return np.fromfile(path, dtype="<i4").reshape(h, w).astype(np.int32)
+
+
+def write_label_png(path: str | os.PathLike, labels: np.ndarray) -> None:
+    """Label map as a 16-bit grey PNG (value = line id, 0 = background); at most 65535 lines."""
+    labels = _check_labels(labels)
+    if labels.size and (labels.min() < 0 or labels.max() > 65535):
+        raise ValueError(f"a 16-bit label PNG holds labels 0..65535, got {labels.min()}..{labels.max()}")
+    ok, buf = cv2.imencode(".png", labels.astype(np.uint16))
+    if not ok:
+        raise OSError(f"could not encode '{os.fspath(path)}' as PNG")
+    atomic_write_bytes(path, buf.tobytes())
+
+
+def label_colours(n: int) -> np.ndarray:
+    """RGB colours ``(n + 1, 3)`` uint8 for labels 0..n: 0 is white, label k has hue
+    ``k * 0.618...`` (golden ratio) so that neighbouring labels differ strongly."""
+    k = np.arange(1, n + 1, dtype=np.float64)
+    hue = (k * 0.6180339887498949) % 1.0
+    # Alternate saturation/value a little so that hues that come close stay apart.
+    sat = np.where(k % 2 == 0, 0.95, 0.75)
+    val = np.where(k % 3 == 0, 0.70, 0.90)
+    i = np.floor(hue * 6.0).astype(int) % 6
+    f = hue * 6.0 - np.floor(hue * 6.0)
+    p, q, t = val * (1 - sat), val * (1 - f * sat), val * (1 - (1 - f) * sat)
+    r = np.choose(i, [val, q, p, p, t, val])
+    g = np.choose(i, [t, val, val, q, p, p])
+    b = np.choose(i, [p, p, t, val, val, q])
+    rgb = np.stack([r, g, b], axis=-1)
+    rgb = np.vstack([[[1.0, 1.0, 1.0]], rgb])
+    return np.rint(rgb * 255.0).astype(np.uint8)
+
+
+def colour_labels(labels: np.ndarray) -> np.ndarray:
+    """Label map ``(H, W)`` -> RGB ``(H, W, 3)`` uint8: background white, a fixed colour per label."""
+    labels = _check_labels(labels).astype(np.int64)
+    labels = np.where(labels < 0, 0, labels)
+    lut = label_colours(int(labels.max()) if labels.size else 0)
+    return lut[labels]
+
+
+def _clip_segment(p: np.ndarray, q: np.ndarray, w: float, h: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Liang-Barsky: the part of segment p-q inside [0, w] x [0, h], or None."""
+    d = q - p
+    t0, t1 = 0.0, 1.0
+    for pk, qk in ((-d[0], p[0]), (d[0], w - p[0]), (-d[1], p[1]), (d[1], h - p[1])):
+        if pk == 0:
+            if qk < 0:
+                return None
+            continue
+        t = qk / pk
+        if pk < 0:
+            t0 = max(t0, t)
+        else:
+            t1 = min(t1, t)
+        if t0 > t1:
+            return None
+    return p + t0 * d, p + t1 * d
+
+
+def render_overlay(gray: np.ndarray, labels: np.ndarray, lines: LineSet | None = None) -> np.ndarray:
+    """The page ``(H, W)`` uint8 with each labelled pixel in its line's colour and each
+    regression line drawn over it -> RGB ``(H, W, 3)`` uint8.
+
+    Unlabelled pixels keep their grey level, lightened so that the colours stand out.
+    """
+    gray = np.asarray(gray)
+    labels = _check_labels(labels)
+    if gray.shape != labels.shape:
+        raise ValueError(f"page {gray.shape} and labels {labels.shape} differ in shape")
+    n = max(int(labels.max()) if labels.size else 0, len(lines) if lines is not None else 0)
+    lut = label_colours(n)
+    paper = (255 - (255 - gray.astype(np.uint16)) * 3 // 5).astype(np.uint8)
+    out = np.repeat(paper[..., None], 3, axis=2)
+    mask = labels > 0
+    out[mask] = lut[labels[mask]]
+    if lines is not None and len(lines):
+        h, w = gray.shape
+        thick = max(1, round(min(h, w) / 600))
+        segs = lines.segments()
+        for k in range(len(lines)):
+            p, q = segs[k, 0], segs[k, 1]
+            if not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
+                continue
+            clipped = _clip_segment(p, q, w - 1.0, h - 1.0)
+            if clipped is None:
+                continue
+            a, b = (tuple(int(round(c)) for c in pt) for pt in clipped)
+            # A darker shade of the line's colour, so the line reads over its own ink.
+            colour = tuple(int(c) for c in (lut[k + 1].astype(np.int32) * 3 // 5))
+            cv2.line(out, a, b, colour, thick, cv2.LINE_AA)
+    return out
+
+
+def write_png(path: str | os.PathLike, rgb: np.ndarray) -> None:
+    """An RGB ``(H, W, 3)`` or grey ``(H, W)`` uint8 image as PNG."""
+    rgb = np.asarray(rgb)
+    if rgb.dtype != np.uint8 or rgb.ndim not in (2, 3):
+        raise ValueError(f"write_png needs uint8 (H, W) or (H, W, 3), got {rgb.dtype} {rgb.shape}")
+    with atomic_path(path) as tmp:
+        Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format="PNG")
+
+
+# ----------------------------------------------------------------------------- PAGE XML
+
+
+def _points(xy: np.ndarray) -> str:
+    return " ".join(f"{int(x)},{int(y)}" for x, y in xy)
+
+
+def _dedupe(xy: np.ndarray) -> np.ndarray:
+    """Drop consecutive repeated points (incl. last == first)."""
+    if len(xy) < 2:
+        return xy
+    keep = np.ones(len(xy), bool)
+    keep[1:] = np.any(xy[1:] != xy[:-1], axis=1)
+    xy = xy[keep]
+    if len(xy) > 1 and np.all(xy[-1] == xy[0]):
+        xy = xy[:-1]
+    return xy
+
+
+def _box(x0: int, y0: int, x1: int, y1: int, w: int, h: int) -> np.ndarray:
+    """Box polygon covering pixels x0..x1, y0..y1, at least 1 pixel wide, inside the page."""
+    if x1 <= x0:
+        x0, x1 = (x0 - 1, x0) if x0 > 0 else (x0, min(x0 + 1, w - 1))
+    if y1 <= y0:
+        y0, y1 = (y0 - 1, y0) if y0 > 0 else (y0, min(y0 + 1, h - 1))
+    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.int64)
+
+
+def line_polygon(xs: np.ndarray, ys: np.ndarray, phi: float, shape: tuple[int, int],
+                 max_bins: int = 100) -> np.ndarray:
+    """Outline of one line's pixels: int ``(n, 2)`` [x, y] polygon, simple, inside the page.
+
+    In the line's region frame (angle ``phi``, radians) the pixels are cut into bins along the
+    text; the polygon follows the top of every bin left to right and the bottom right to left,
+    one vertex per bin centre. Both chains are monotone along the text and the top is above
+    the bottom at every vertex, so the polygon cannot cross itself.
+    """
+    h, w = shape
+    xs = np.asarray(xs, dtype=np.float64)
+    ys = np.asarray(ys, dtype=np.float64)
+    uv = to_region_frame(np.stack([xs, ys], axis=-1), phi)
+    u, v = uv[:, 0], uv[:, 1]
+    u0, u1 = float(u.min()), float(u.max())
+    extent = u1 - u0 + 1.0
+    n_bins = int(np.clip(extent / 8.0, 1, max_bins))
+    width = extent / n_bins
+    b = np.minimum(((u - u0) / width).astype(np.int64), n_bins - 1)
+    top = np.full(n_bins, np.inf)
+    bottom = np.full(n_bins, -np.inf)
+    np.minimum.at(top, b, v)
+    np.maximum.at(bottom, b, v)
+    used = np.isfinite(top)
+    centres = u0 - 0.5 + (np.arange(n_bins) + 0.5) * width
+    cu, ct, cb = centres[used], top[used] - 1.0, bottom[used] + 1.0
+    # End points at the ink's ends so that the first and last half-bins are covered.
+    cu = np.concatenate([[u0 - 1.0], cu, [u1 + 1.0]])
+    ct = np.concatenate([[ct[0]], ct, [ct[-1]]])
+    cb = np.concatenate([[cb[0]], cb, [cb[-1]]])
+    ring = np.concatenate([np.stack([cu, ct], -1), np.stack([cu, cb], -1)[::-1]])
+    xy = from_region_frame(ring, phi)
+    xy = np.rint(xy).astype(np.int64)
+    xy[:, 0] = np.clip(xy[:, 0], 0, w - 1)
+    xy[:, 1] = np.clip(xy[:, 1], 0, h - 1)
+    xy = _dedupe(xy)
+    if len(np.unique(xy, axis=0)) < 3 or _area(xy) == 0:
+        return _box(int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max()), w, h)
+    return xy
+
+
+def _area(xy: np.ndarray) -> float:
+    x, y = xy[:, 0].astype(np.float64), xy[:, 1].astype(np.float64)
+    return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
+
+
+def line_baseline(xs: np.ndarray, ys: np.ndarray, lines: LineSet, k: int, shape: tuple[int, int],
+                  n_points: int = 2) -> np.ndarray:
+    """Baseline of line ``k`` (0-based row of ``lines``): int ``(n_points, 2)`` [x, y].
+
+    Points on the regression line over the extent of the line's pixels along it, moved down
+    across the text by ``sigma_t`` (the line's spread, pixels), clipped to the page.
+    """
+    h, w = shape
+    a, b, phi, st = float(lines.a[k]), float(lines.b[k]), float(lines.phi[k]), float(lines.sigma_t[k])
+    uv = to_region_frame(np.stack([np.asarray(xs, float), np.asarray(ys, float)], -1), phi)
+    norm = np.hypot(1.0, a)
+    direction = np.array([1.0, a]) / norm
+    normal = np.array([-a, 1.0]) / norm
+    t = (uv[:, 0] + a * (uv[:, 1] - b)) / norm  # position along the line of each pixel's foot
+    ts = np.linspace(t.min(), t.max(), max(2, n_points))
+    pts = np.array([0.0, b]) + ts[:, None] * direction + st * normal
+    xy = np.rint(from_region_frame(pts, phi))
+    xy[:, 0] = np.clip(xy[:, 0], 0, w - 1)
+    xy[:, 1] = np.clip(xy[:, 1], 0, h - 1)
+    return xy.astype(np.int64)
+
+
+def _line_pixels(labels: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """label -> (xs, ys) of its pixels, for every label > 0, in one pass (sort by label)."""
+    flat = labels.ravel()
+    idx = np.flatnonzero(flat > 0)
+    if idx.size == 0:
+        return {}
+    lab = flat[idx]
+    order = np.argsort(lab, kind="stable")
+    idx, lab = idx[order], lab[order]
+    cuts = np.flatnonzero(np.diff(lab)) + 1
+    out = {}
+    w = labels.shape[1]
+    for chunk_idx, chunk_lab in zip(np.split(idx, cuts), np.split(lab, cuts), strict=True):
+        out[int(chunk_lab[0])] = (chunk_idx % w, chunk_idx // w)
+    return out
+
+
+def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: str,
+                   image_shape: tuple[int, int]) -> None:
+    """PAGE XML 2019-07-15 of a segmentation: one TextRegion per region holding lines, one
+    TextLine ``l{k}`` per label k with pixels (Coords outline and Baseline), reading order
+    of the regions as in ``seg.regions``. Valid against the official schema."""
+    h, w = (int(s) for s in image_shape)
+    labels = np.asarray(seg.labels)
+    if labels.shape != (h, w):
+        raise ValueError(f"labels {labels.shape} do not match the image shape {(h, w)}")
+    lines = seg.lines
+    pixels = _line_pixels(labels)
+    by_region: dict[int, list[int]] = {}
+    for k in sorted(pixels):
+        if not 1 <= k <= len(lines):
+            raise ValueError(f"label {k} has no line (the segmentation has {len(lines)} lines)")
+        by_region.setdefault(int(lines.region[k - 1]), []).append(k)
+    # Regions in the segmentation's order, then any referenced by lines but not listed.
+    order = [r.index for r in seg.regions if r.index in by_region]
+    order += sorted(set(by_region) - set(order))
+
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
+    nsmap = {None: PAGE_NS, "xsi": _XSI}
+    root = etree.Element(f"{{{PAGE_NS}}}PcGts", nsmap=nsmap)
+    root.set(f"{{{_XSI}}}schemaLocation", f"{PAGE_NS} {PAGE_NS}/pagecontent.xsd")
+    meta = etree.SubElement(root, f"{{{PAGE_NS}}}Metadata")
+    etree.SubElement(meta, f"{{{PAGE_NS}}}Creator").text = "tlgui"
+    etree.SubElement(meta, f"{{{PAGE_NS}}}Created").text = now
+    etree.SubElement(meta, f"{{{PAGE_NS}}}LastChange").text = now
+    page = etree.SubElement(root, f"{{{PAGE_NS}}}Page", imageFilename=str(image_filename),
+                            imageWidth=str(w), imageHeight=str(h))
+    if order:
+        ro = etree.SubElement(page, f"{{{PAGE_NS}}}ReadingOrder")
+        group = etree.SubElement(ro, f"{{{PAGE_NS}}}OrderedGroup", id="ro_regions")
+        for i, r in enumerate(order):
+            etree.SubElement(group, f"{{{PAGE_NS}}}RegionRefIndexed", index=str(i), regionRef=f"r{r}")
+    for r in order:
+        region = etree.SubElement(page, f"{{{PAGE_NS}}}TextRegion", id=f"r{r}", type="paragraph")
+        region_coords = etree.SubElement(region, f"{{{PAGE_NS}}}Coords")
+        hull_pts = []
+        for k in by_region[r]:
+            xs, ys = pixels[k]
+            poly = line_polygon(xs, ys, float(lines.phi[k - 1]), (h, w))
+            hull_pts.append(poly)
+            tl = etree.SubElement(region, f"{{{PAGE_NS}}}TextLine", id=f"l{k}")
+            etree.SubElement(tl, f"{{{PAGE_NS}}}Coords", points=_points(poly))
+            base = line_baseline(xs, ys, lines, k - 1, (h, w))
+            etree.SubElement(tl, f"{{{PAGE_NS}}}Baseline", points=_points(base))
+        allpts = np.concatenate(hull_pts).astype(np.int32)
+        hull = cv2.convexHull(allpts.reshape(-1, 1, 2)).reshape(-1, 2)
+        if len(hull) < 3:
+            x0, y0 = allpts.min(axis=0)
+            x1, y1 = allpts.max(axis=0)
+            hull = _box(int(x0), int(y0), int(x1), int(y1), w, h)
+        region_coords.set("points", _points(hull))
+    data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+    atomic_write_bytes(path, data)
+
+
+@lru_cache(maxsize=1)
+def _page_schema() -> etree.XMLSchema:
+    return etree.XMLSchema(etree.parse(str(PAGE_XSD)))
+
+
+def validate_page_xml(path: str | os.PathLike) -> list[str]:
+    """Errors of a PAGE XML file against the 2019-07-15 schema (empty list when valid)."""
+    try:
+        doc = etree.parse(os.fspath(path), etree.XMLParser(resolve_entities=False, no_network=True,
+                                                           huge_tree=True))
+    except (etree.XMLSyntaxError, OSError) as exc:
+        return [f"{os.fspath(path)}: not well-formed XML: {exc}"]
+    schema = _page_schema()
+    if schema.validate(doc):
+        return []
+    return [f"line {e.line}: {e.message}" for e in schema.error_log]
+
+
+# ----------------------------------------------------------------------------- all outputs
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (Path, os.PathLike)):
+        return os.fspath(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: Segmentation,
+                  image_filename: str, extra: Mapping[str, Any] | None = None) -> list[Path]:
+    """Write ``<stem>.dat``, ``.labels.png``, ``.overlay.png``, ``.page.xml`` and ``.json`` into
+    ``outdir`` (created if needed), all or nothing: every file is written under a temporary
+    name first and the five are renamed only when all succeeded. Returns the five paths."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    labels = np.asarray(seg.labels)
+    h, w = labels.shape
+    meta = dict(extra or {})
+    meta.update({"lines": seg.lines.to_dict(), "n_lines": len(seg.lines), "image": str(image_filename),
+                 "shape": [int(h), int(w)]})
+    targets = {kind: out / f"{stem}{suffix}" for kind, suffix in (
+        ("dat", ".dat"), ("labels", ".labels.png"), ("overlay", ".overlay.png"),
+        ("page", ".page.xml"), ("json", ".json"))}
+    temps = {kind: _temp_name(p) for kind, p in targets.items()}
+    done: list[Path] = []
+    try:
+        write_dat(temps["dat"], labels)
+        write_label_png(temps["labels"], labels)
+        write_png(temps["overlay"], render_overlay(gray, labels, seg.lines))
+        write_page_xml(temps["page"], seg, image_filename, (h, w))
+        text = json.dumps(meta, indent=2, default=_json_default, allow_nan=True)
+        atomic_write_bytes(temps["json"], text.encode("utf-8"))
+        for kind, target in targets.items():
+            os.replace(temps[kind], target)
+            done.append(target)
+    except BaseException:
+        for tmp in temps.values():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        # A rename failed half-way: take back the files already renamed, so that the set
+        # on disk is never a mix of this run's and nothing.
+        for target in done:
+            with contextlib.suppress(OSError):
+                target.unlink()
+        raise
+    return list(targets.values())

@@ -1,0 +1,300 @@
+"""Stage 6: initial lines per region (paper section 4.1).
+
+For each region: a bank of anisotropic Gaussian filters (std ``filter_sigma_across`` x H_cc
+across the text, ``filter_sigma_along`` x W_cc along it) over the orientation range; the
+orientation whose projection profile is sharpest becomes the region's frame; Otsu on the
+filtered image gives blobs; blobs taller than ``t_o`` x H_cc are split (touching or curved
+lines), blobs whose ink ratio is under ``t_r`` are dropped (diacritics, noise); a
+least-squares line is fitted to the samples of each blob. Lines are ordered across the
+text within each region, which is what makes the MRF's labels "ordered".
+
+Filtering a rotated copy of the region with an axis-aligned (separable) Gaussian equals
+filtering the page with the oriented kernel, and the region is downscaled so that H_cc is
+about ``_TARGET_HCC`` pixels first: the profile's shape, not its resolution, decides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .model import ComponentStats, LineSet, Preparation, Region, from_region_frame, to_region_frame
+from .params import Parameters
+from .regression import fit_lines
+
+_TARGET_HCC = 8.0
+
+
+def _region_raster(components: np.ndarray, comp_in_region: np.ndarray, phi: float,
+                   bbox: tuple[int, int, int, int], scale: float
+                   ) -> tuple[np.ndarray, tuple[float, float]]:
+    """The region's ink (float32, fraction of ink per cell) resampled into its frame rotated
+    by ``phi`` at ``scale`` cells per pixel. Returns the raster and the frame origin (u0, v0):
+    cell (row, col) covers frame point (u0 + col/scale, v0 + row/scale)."""
+    x0, y0, x1, y1 = bbox
+    crop = comp_in_region[components[y0:y1, x0:x1]].astype(np.float32)
+    if scale < 1.0:
+        small = cv2.resize(crop, (max(1, round((x1 - x0) * scale)), max(1, round((y1 - y0) * scale))),
+                           interpolation=cv2.INTER_AREA)
+    else:
+        small = crop
+    sx = small.shape[1] / (x1 - x0)
+    sy = small.shape[0] / (y1 - y0)
+    corners = np.array([[x0, y0], [x1, y0], [x0, y1], [x1, y1]], float)
+    uv = to_region_frame(corners, phi)
+    u0, v0 = uv.min(axis=0)
+    width = int(math.ceil((uv[:, 0].max() - u0) * scale)) + 1
+    height = int(math.ceil((uv[:, 1].max() - v0) * scale)) + 1
+    # Destination cell -> page point -> source cell, as one affine map (WARP_INVERSE_MAP).
+    c, s = math.cos(phi), math.sin(phi)
+    # page x = (u0 + col/scale) c - (v0 + row/scale) s ; page y = (u0 + col/scale) s + (v0 + row/scale) c
+    m = np.array([
+        [sx * c / scale, -sx * s / scale, sx * (u0 * c - v0 * s - x0)],
+        [sy * s / scale, sy * c / scale, sy * (u0 * s + v0 * c - y0)],
+    ])
+    raster = cv2.warpAffine(small, m, (width, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                            borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    return raster, (float(u0), float(v0))
+
+
+def _smooth(raster: np.ndarray, sigma_across: float, sigma_along: float) -> np.ndarray:
+    return cv2.GaussianBlur(raster, (0, 0), sigmaX=max(sigma_along, 0.3), sigmaY=max(sigma_across, 0.3),
+                            borderType=cv2.BORDER_CONSTANT)
+
+
+def profile_sharpness(filtered: np.ndarray) -> float:
+    """Sharpness of the projection profile across the text (rows): ``sum P^2 / (sum P)^2``,
+    high when the ink concentrates in few rows (lines) with gaps between them. Unlike the
+    profile's variance it ignores the empty rows and corners that rotation adds."""
+    profile = filtered.sum(axis=1, dtype=np.float64)
+    total = profile.sum()
+    return float((profile**2).sum() / (total * total)) if total > 0 else 0.0
+
+
+def best_orientation(components: np.ndarray, comp_in_region: np.ndarray,
+                     bbox: tuple[int, int, int, int], stats: ComponentStats, params: Parameters
+                     ) -> float:
+    """The text angle (radians) in the orientation range whose filtered profile is sharpest."""
+    lo, hi = params.orientation_range
+    angles = np.arange(lo, hi + 1e-9, params.orientation_step)
+    if params.multi_oriented and hi - lo >= 180 - params.orientation_step:
+        angles = angles[angles < 90.0]  # -90 and 90 are the same orientation
+    scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
+    sig_across = params.filter_sigma_across * stats.h_cc * scale
+    sig_along = params.filter_sigma_along * stats.w_cc * scale
+
+    def score(deg: float) -> float:
+        raster, _ = _region_raster(components, comp_in_region, math.radians(deg), bbox, scale)
+        return profile_sharpness(_smooth(raster, sig_across, sig_along))
+
+    # The bank's orientations (a few dozen vectorised image filters), then a finer look
+    # around the best one: skew matters to a fraction of a degree on long lines.
+    scores = [score(deg) for deg in angles]
+    best = float(angles[int(np.argmax(scores))])
+    step = params.orientation_step
+    fine = np.clip(best + np.linspace(-step, step, 9), lo, hi)
+    best = float(fine[int(np.argmax([score(deg) for deg in fine]))])
+    return math.radians(best)
+
+
+def _otsu(values: np.ndarray) -> float:
+    hist, edges = np.histogram(values, bins=256)
+    centres = (edges[:-1] + edges[1:]) / 2
+    w0 = np.cumsum(hist)
+    w1 = w0[-1] - w0
+    m0 = np.cumsum(hist * centres)
+    mean0 = m0 / np.maximum(w0, 1)
+    mean1 = (m0[-1] - m0) / np.maximum(w1, 1)
+    between = w0 * w1 * (mean0 - mean1) ** 2
+    return float(centres[int(np.argmax(between))])
+
+
+def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float
+               ) -> np.ndarray:
+    """Blob label per raster cell (int32, 0 = none) after Otsu, overlap splitting and
+    residual-blob removal."""
+    filtered = _smooth(raster, params.filter_sigma_across * stats.h_cc * scale,
+                       params.filter_sigma_along * stats.w_cc * scale)
+    positive = filtered[filtered > 1e-6]
+    if positive.size == 0:
+        return np.zeros(raster.shape, np.int32)
+    binary = (filtered > _otsu(positive)).astype(np.uint8)
+    n, labels, cc_stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4, ltype=cv2.CV_32S)
+    if n <= 1:
+        return np.zeros(raster.shape, np.int32)
+    # Residual blobs: mean ink fraction inside the blob under t_r.
+    ink_sum = np.bincount(labels.ravel(), weights=raster.ravel(), minlength=n)
+    area = np.maximum(cc_stats[:, cv2.CC_STAT_AREA], 1)
+    keep = ink_sum / area >= params.t_r
+    keep[0] = False
+    # Overlap detection: a blob taller than t_o x H_cc holds several lines (touching or
+    # crowded lines merge under the long filter). Cut it at the valleys of its own row
+    # profile; where the profile has none, cut into ceil(height / (t_o H_cc)) equal bands.
+    t_o = params.t_o * stats.h_cc * scale
+    heights = cc_stats[:, cv2.CC_STAT_HEIGHT]
+    blob = np.zeros(raster.shape, np.int32)
+    next_id = 1
+    for i in np.flatnonzero(keep):  # blobs: a few dozen per region
+        x, y, w, h = cc_stats[i, :4]
+        inside = labels[y:y + h, x:x + w] == i
+        if h <= t_o:
+            blob[y:y + h, x:x + w][inside] = next_id
+            next_id += 1
+            continue
+        cuts = profile_valleys((filtered[y:y + h, x:x + w] * inside).sum(axis=1), 0.5 * stats.h_cc * scale)
+        if len(cuts) == 0:
+            n_parts = int(np.ceil(h / max(t_o, 1e-9)))
+            cuts = (np.arange(1, n_parts) * h) / n_parts
+        piece = np.searchsorted(np.asarray(cuts, float), np.arange(h) + 0.5)[:, None]
+        blob[y:y + h, x:x + w][inside] = (next_id + np.broadcast_to(piece, inside.shape))[inside]
+        next_id += len(cuts) + 1
+    return blob.astype(np.int32)
+
+
+def profile_valleys(profile: np.ndarray, min_separation: float, depth: float = 0.8) -> np.ndarray:
+    """Rows (float) of the significant minima of a row profile ``(h,)``: lower than ``depth``
+    x the smaller of the highest points on either side, at least ``min_separation`` apart."""
+    h = len(profile)
+    if h < 3:
+        return np.zeros(0)
+    is_min = np.flatnonzero((profile[1:-1] <= profile[:-2]) & (profile[1:-1] < profile[2:])) + 1
+    if len(is_min) == 0:
+        return np.zeros(0)
+    left_max = np.maximum.accumulate(profile)[is_min]
+    right_max = np.maximum.accumulate(profile[::-1])[::-1][is_min]
+    deep = profile[is_min] < depth * np.minimum(left_max, right_max)
+    cand = is_min[deep]
+    kept: list[int] = []
+    for m in cand[np.argsort(profile[cand], kind="stable")]:  # deepest first; few candidates
+        if all(abs(m - k) >= min_separation for k in kept):
+            kept.append(int(m))
+    return np.sort(np.array(kept, float))
+
+
+def _floors(stats: ComponentStats, params: Parameters) -> tuple[float, float]:
+    return params.sigma_t_floor * stats.h_cc, params.sigma_s_floor * stats.w_cc
+
+
+def order_lines(lines: LineSet, region_centre_u: dict[int, float]) -> np.ndarray:
+    """Permutation putting lines in region order, then across the text (top to bottom in the
+    region frame, evaluated at the region's centre)."""
+    centre = np.array([region_centre_u.get(int(r), 0.0) for r in lines.region])
+    across = lines.a * centre + lines.b
+    return np.lexsort((across, lines.region))
+
+
+def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
+                  sample_region: np.ndarray, stats: ComponentStats, params: Parameters
+                  ) -> tuple[LineSet, tuple[Region, ...]]:
+    """Initial lines of every region and the regions (with their frame angle and box)."""
+    rot_inv = params.regression == "rotation_invariant"
+    if len(samples) == 0:
+        return LineSet.empty(rot_inv), ()
+    n_comp = int(components.max())
+    # A component belongs to the region of (one of) its samples; every component has one.
+    comp_region = np.full(n_comp + 1, -1, np.int32)
+    comp_region[sample_component] = sample_region
+    floor_t, floor_s = _floors(stats, params)
+    scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
+    parts: list[LineSet] = []
+    regions: list[Region] = []
+    centres: dict[int, float] = {}
+    for r in range(int(sample_region.max()) + 1):  # loop over regions (a few), not samples
+        members = sample_region == r
+        xy = samples[members]
+        x0, y0 = np.floor(xy.min(axis=0)).astype(int)
+        x1, y1 = np.floor(xy.max(axis=0)).astype(int) + 1
+        # Widen the box to the full extent of the region's components.
+        comp_in_region = comp_region == r
+        comp_in_region[0] = False
+        ys, xs = np.nonzero(comp_in_region[components[max(0, y0 - int(stats.h_cc * 4)):y1 + int(stats.h_cc * 4),
+                                                      max(0, x0 - int(stats.w_cc * 4)):x1 + int(stats.w_cc * 4)]])
+        if len(xs):
+            oy, ox = max(0, y0 - int(stats.h_cc * 4)), max(0, x0 - int(stats.w_cc * 4))
+            x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
+            y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
+        bbox = (int(x0), int(y0), int(x1), int(y1))
+        phi = best_orientation(components, comp_in_region, bbox, stats, params)
+        regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
+        raster, (u0, v0) = _region_raster(components, comp_in_region, phi, bbox, scale)
+        blobs = line_blobs(raster, stats, params, scale)
+        uv = to_region_frame(xy, phi)
+        centres[r] = float(uv[:, 0].mean())
+        col = np.clip(np.round((uv[:, 0] - u0) * scale).astype(int), 0, blobs.shape[1] - 1)
+        row = np.clip(np.round((uv[:, 1] - v0) * scale).astype(int), 0, blobs.shape[0] - 1)
+        blob_of_sample = blobs[row, col]
+        ids, counts = np.unique(blob_of_sample[blob_of_sample > 0], return_counts=True)
+        ids = ids[counts >= 3]
+        if len(ids) == 0:
+            weights = np.ones((len(uv), 1))
+        else:
+            weights = (blob_of_sample[:, None] == ids[None, :]).astype(np.float64)
+        fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
+        n_lines = len(fit.a)
+        prior = fit.weight / max(fit.weight.sum(), 1e-12)
+        parts.append(LineSet(fit.a, fit.b, fit.c, fit.sigma_t, fit.sigma_s, prior,
+                             np.full(n_lines, r, np.int32), np.full(n_lines, phi), rot_inv))
+    lines = concat_lines(parts, rot_inv)
+    return lines.take(order_lines(lines, centres)), tuple(regions)
+
+
+def concat_lines(parts: list[LineSet], rotation_invariant: bool) -> LineSet:
+    """One LineSet holding the lines of ``parts`` in order."""
+    if not parts:
+        return LineSet.empty(rotation_invariant)
+    cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
+    return LineSet(cat("a"), cat("b"), cat("c"), cat("sigma_t"), cat("sigma_s"), cat("prior"),
+                   cat("region"), cat("phi"), rotation_invariant)
+
+
+def lines_from_segments(prep: Preparation, segments: np.ndarray,
+                        sigma_t: np.ndarray | None = None) -> LineSet:
+    """Lines from page-coordinate segments ``(L, 2, 2)``; see :func:`engine.pipeline.lines_from_segments`."""
+    rot_inv = prep.params.regression == "rotation_invariant"
+    segments = np.asarray(segments, dtype=np.float64).reshape(-1, 2, 2)
+    if len(segments) == 0 or len(prep.samples) == 0:
+        return LineSet.empty(rot_inv)
+    mid = segments.mean(axis=1)
+    # The region holding most of the samples nearest the segment's midpoint.
+    k = min(8, len(prep.samples))
+    _, idx = cKDTree(prep.samples).query(mid, k=k)
+    idx = np.asarray(idx).reshape(len(mid), k)
+    near_regions = prep.sample_region[idx]
+    region = np.array([np.bincount(row).argmax() for row in near_regions], np.int32)
+    phi = np.array([prep.regions[r].phi for r in region])
+    uv = to_region_frame(segments, phi[:, None])  # (L, 2, 2)
+    du = uv[:, 1, 0] - uv[:, 0, 0]
+    dv = uv[:, 1, 1] - uv[:, 0, 1]
+    # Keep the slope finite: a segment drawn across the text is clamped to 80 degrees.
+    du = np.where(np.abs(du) < 1e-6, 1e-6, du)
+    a = np.clip(dv / du, -5.67, 5.67)
+    centre = uv.mean(axis=1)
+    b = centre[:, 1] - a * centre[:, 0]
+    length = np.hypot(du, dv)
+    floor_t, floor_s = _floors(prep.stats, prep.params)
+    if rot_inv:
+        c = (centre[:, 0] + a * centre[:, 1]) / np.sqrt(1.0 + a * a)
+    else:
+        c = centre[:, 0]
+        length = np.abs(du)
+    sigma_s = np.maximum(length / 4.0, floor_s)  # segments() spans c +- 2 sigma_s
+    if sigma_t is None:
+        sigma_t = np.full(len(a), max(prep.stats.h_cc / 2.0, floor_t))
+    counts = np.bincount(region, minlength=len(prep.regions)).astype(float)
+    prior = 1.0 / counts[region]
+    lines = LineSet(a, b, c, np.asarray(sigma_t, float), sigma_s, prior, region, phi, rot_inv)
+    centres = {r.index: float(to_region_frame(prep.samples[prep.sample_region == r.index], r.phi)[:, 0].mean())
+               for r in prep.regions}
+    return lines.take(order_lines(lines, centres))
+
+
+def segments_of(lines: LineSet) -> np.ndarray:
+    """Page-coordinate segments ``(L, 2, 2)`` of lines (inverse of :func:`lines_from_segments`)."""
+    return lines.segments(2.0)
+
+
+__all__ = ["initial_lines", "lines_from_segments", "segments_of", "best_orientation", "line_blobs",
+           "profile_sharpness", "concat_lines", "order_lines", "from_region_frame"]

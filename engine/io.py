@@ -1,0 +1,207 @@
+"""Loading page images into a :class:`~engine.model.Page`: grey uint8 ``(H, W)`` plus a bilevel flag.
+
+Every failure is a :class:`PageLoadError` whose one-line message names the file, so the
+command line and the GUI can show it as is.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from .model import Page
+
+#: Pages larger than this many pixels are refused (a 600 dpi A3 scan is ~70 megapixels).
+MAX_PIXELS = 200_000_000
+
+_COLOUR_MODES = ("RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "P", "PA", "LA", "La")
+
+
+class PageLoadError(ValueError):
+    """A page image that cannot be loaded; the message names the file and the reason."""
+
+
+def _fail(path: str | os.PathLike, reason: str) -> PageLoadError:
+    return PageLoadError(f"cannot read page '{os.fspath(path)}': {reason}")
+
+
+def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
+    """Load one page of an image file as grey levels.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        PNG, JPEG (EXIF orientation applied), TIFF (incl. CCITT G4, 16-bit, multi-page), BMP,
+        or anything else Pillow decodes.
+    page_index : int
+        Frame of a multi-page file (0-based).
+
+    Returns
+    -------
+    Page
+        ``gray`` uint8 ``(H, W)``; ``bilevel`` True when the file holds only black and white
+        (then ink is ``gray < 128``); ``path`` as given.
+
+    Raises
+    ------
+    PageLoadError
+        Missing, unreadable, empty, non-image, truncated or too large file, or a page index
+        out of range.
+    """
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise _fail(path, "no such file") from None
+    except PermissionError:
+        raise _fail(path, "permission denied") from None
+    except OSError as exc:
+        raise _fail(path, exc.strerror or str(exc)) from None
+    if p.is_dir():
+        raise _fail(path, "is a directory, not an image file")
+    if size == 0:
+        raise _fail(path, "file is empty")
+    try:
+        fh = open(p, "rb")  # noqa: SIM115 - closed below, after the full decode
+    except PermissionError:
+        raise _fail(path, "permission denied") from None
+    except OSError as exc:
+        raise _fail(path, exc.strerror or str(exc)) from None
+    with fh, warnings.catch_warnings():
+        # Our own MAX_PIXELS check replaces Pillow's warning threshold (89 Mpx).
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(fh)
+        except UnidentifiedImageError:
+            raise _fail(path, "not an image file") from None
+        except Image.DecompressionBombError:
+            raise _fail(path, "image is too large (Pillow refuses it as a decompression bomb)") from None
+        except Exception as exc:  # Pillow's plugins raise many types on a damaged header.
+            raise _fail(path, f"truncated or corrupt ({exc})") from None
+        n_frames = int(getattr(im, "n_frames", 1))
+        if not 0 <= page_index < n_frames:
+            raise _fail(path, f"page {page_index} does not exist (the file has {n_frames} page(s))")
+        try:
+            if page_index:
+                im.seek(page_index)
+            w, h = im.size
+            if w * h > MAX_PIXELS:
+                raise _fail(path, f"image is too large ({w} x {h} = {w * h / 1e6:.0f} megapixels; "
+                                  f"the limit is {MAX_PIXELS // 1_000_000})")
+            if w == 0 or h == 0:
+                raise _fail(path, "image has no pixels")
+            # Force the full decode now so that a truncated file fails here, not later.
+            im.load()
+        except PageLoadError:
+            raise
+        except MemoryError:
+            raise _fail(path, "not enough memory to decode the image") from None
+        except Exception as exc:
+            raise _fail(path, f"truncated or corrupt ({exc})") from None
+        try:
+            im = ImageOps.exif_transpose(im)
+        except Exception:  # noqa: BLE001 - a damaged EXIF block must not refuse a good image
+            pass
+        gray, bilevel = _to_gray(im)
+    return Page(gray=gray, bilevel=bilevel, path=os.fspath(path))
+
+
+def _to_gray(im: Image.Image) -> tuple[np.ndarray, bool]:
+    """A decoded Pillow image -> (grey uint8 (H, W), bilevel)."""
+    mode = im.mode
+    if mode == "1":
+        arr = np.asarray(im, dtype=bool)
+        return np.where(arr, np.uint8(255), np.uint8(0)), True
+    if mode.startswith("I") or mode == "F":
+        return _high_depth_to_gray(np.asarray(im))
+    if mode in _COLOUR_MODES:
+        im = _flatten_colour(im)
+    elif mode != "L":
+        im = im.convert("L")
+    gray = np.array(im, dtype=np.uint8)
+    return gray, _is_two_level(gray)
+
+
+def _flatten_colour(im: Image.Image) -> Image.Image:
+    """Colour or palette image -> 'L', transparent parts composited on white paper."""
+    has_alpha = im.mode in ("RGBA", "RGBa", "LA", "La", "PA") or (
+        im.mode == "P" and "transparency" in im.info)
+    if has_alpha:
+        rgba = im.convert("RGBA")
+        paper = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(paper, rgba).convert("L")
+    if im.mode in ("CMYK", "YCbCr", "LAB", "HSV", "RGBX"):
+        im = im.convert("RGB")
+    return im.convert("L")
+
+
+def _high_depth_to_gray(arr: np.ndarray) -> tuple[np.ndarray, bool]:
+    """16/32-bit or float grey -> uint8 scaled by the data's maximum.
+
+    Scanners often store 10-14 bit data in 16-bit containers; dividing by 256 would make
+    such pages nearly black, so the scale comes from the largest value present.
+    """
+    arr = np.asarray(arr)
+    if arr.ndim == 3:  # e.g. 16-bit RGB decoded to (H, W, 3)
+        arr = arr[..., :3].astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    a = arr.astype(np.float64)
+    a[~np.isfinite(a)] = 0.0
+    lo = min(float(a.min()), 0.0)
+    hi = float(a.max())
+    if hi <= lo:
+        gray = np.zeros(a.shape, np.uint8)
+    else:
+        gray = np.rint((a - lo) * (255.0 / (hi - lo))).astype(np.uint8)
+    return gray, _is_two_level(gray)
+
+
+def _is_two_level(gray: np.ndarray) -> bool:
+    """True when an 8-bit page holds no level other than 0 and 255."""
+    hist = np.bincount(gray.ravel(), minlength=256)
+    return bool(hist[1:255].sum() == 0)
+
+
+def page_from_array(arr: np.ndarray) -> Page:
+    """A :class:`Page` from an array already in memory.
+
+    Parameters
+    ----------
+    arr : ndarray
+        uint8 grey ``(H, W)``; bool ``(H, W)`` with True = ink (-> 0, paper -> 255);
+        RGB(A) uint8 ``(H, W, 3|4)`` (alpha composited on white); other integer or float grey
+        arrays are scaled by their maximum.
+
+    Returns
+    -------
+    Page
+        With ``path`` empty.
+    """
+    arr = np.asarray(arr)
+    if arr.ndim not in (2, 3) or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"a page must be a non-empty (H, W) or (H, W, 3|4) array, got shape {arr.shape}")
+    if arr.ndim == 3:
+        if arr.shape[2] not in (3, 4):
+            raise ValueError(f"a colour page must have 3 or 4 channels, got shape {arr.shape}")
+        if arr.dtype != np.uint8:
+            raise ValueError(f"a colour page must be uint8, got {arr.dtype}")
+        im = Image.fromarray(np.ascontiguousarray(arr), "RGBA" if arr.shape[2] == 4 else "RGB")
+        gray = np.array(_flatten_colour(im), dtype=np.uint8)
+        return Page(gray=gray, bilevel=_is_two_level(gray))
+    if arr.dtype == bool:
+        return Page(gray=np.where(arr, np.uint8(0), np.uint8(255)), bilevel=True)
+    if arr.dtype == np.uint8:
+        gray = np.array(arr, dtype=np.uint8)  # own copy: the caller may change theirs
+        return Page(gray=gray, bilevel=_is_two_level(gray))
+    if np.issubdtype(arr.dtype, np.floating) and np.nanmax(arr) <= 1.0 and np.nanmin(arr) >= 0.0:
+        # Floats in [0, 1] (scikit-image's convention) -> 0..255.
+        a = np.nan_to_num(arr.astype(np.float64))
+        gray = np.rint(a * 255.0).astype(np.uint8)
+        return Page(gray=gray, bilevel=_is_two_level(gray))
+    if np.issubdtype(arr.dtype, np.number):
+        gray, bilevel = _high_depth_to_gray(arr)
+        return Page(gray=gray, bilevel=bilevel)
+    raise ValueError(f"cannot make a page from an array of dtype {arr.dtype}")

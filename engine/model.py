@@ -1,0 +1,240 @@
+"""The data the pipeline hands from stage to stage: frozen dataclasses of NumPy arrays.
+
+Coordinates: ``x`` is the column and ``y`` the row of the page, in pixels, y pointing down.
+Every text region has its own frame, rotated by the region's text angle ``phi`` so that its
+text runs along ``u``:  ``u = x cos(phi) + y sin(phi)``, ``v = -x sin(phi) + y cos(phi)``.
+Lines are stored in their region's frame, where they are near-horizontal: ``v = a u + b``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .params import Parameters
+
+
+def to_region_frame(xy: np.ndarray, phi: np.ndarray | float) -> np.ndarray:
+    """Page coordinates ``(n, 2)`` [x, y] -> region frame ``(n, 2)`` [u, v]; phi in radians."""
+    c, s = np.cos(phi), np.sin(phi)
+    x, y = xy[..., 0], xy[..., 1]
+    return np.stack([x * c + y * s, -x * s + y * c], axis=-1)
+
+
+def from_region_frame(uv: np.ndarray, phi: np.ndarray | float) -> np.ndarray:
+    """Region frame ``(n, 2)`` [u, v] -> page coordinates ``(n, 2)`` [x, y]; phi in radians."""
+    c, s = np.cos(phi), np.sin(phi)
+    u, v = uv[..., 0], uv[..., 1]
+    return np.stack([u * c - v * s, u * s + v * c], axis=-1)
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    """Size of the page's text: ``h_cc``/``w_cc`` in pixels (area-weighted medians)."""
+
+    h_cc: float
+    w_cc: float
+    n_components: int
+
+
+@dataclass(frozen=True)
+class LineSet:
+    """L regression lines, each in its region's frame. All arrays have shape ``(L,)``.
+
+    ``a, b``: the line ``v = a u + b``; ``c``: centre of the segment along the text;
+    ``sigma_t``: spread across the line, ``sigma_s``: spread along it (pixels);
+    ``prior``: line probability within its region; ``region``: region index;
+    ``phi``: the region frame's angle (radians); ``rotation_invariant``: whether the
+    along-text coordinate is the projection on the line (True) or ``u`` (paper form).
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    sigma_t: np.ndarray
+    sigma_s: np.ndarray
+    prior: np.ndarray
+    region: np.ndarray
+    phi: np.ndarray
+    rotation_invariant: bool = True
+
+    def __post_init__(self) -> None:
+        n = len(self.a)
+        for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi"):
+            arr = np.asarray(getattr(self, name))
+            if arr.shape != (n,):
+                raise ValueError(f"LineSet.{name} has shape {arr.shape}, expected ({n},)")
+            arr = arr.astype(np.int32 if name == "region" else np.float64, copy=True)
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    @classmethod
+    def empty(cls, rotation_invariant: bool = True) -> LineSet:
+        z = np.zeros(0)
+        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant)
+
+    def take(self, index: np.ndarray) -> LineSet:
+        """The lines at ``index`` (indices or a boolean mask), in that order."""
+        return LineSet(self.a[index], self.b[index], self.c[index], self.sigma_t[index],
+                       self.sigma_s[index], self.prior[index], self.region[index],
+                       self.phi[index], self.rotation_invariant)
+
+    def along(self, uv: np.ndarray) -> np.ndarray:
+        """Along-text coordinate of region-frame points ``(n, 2)`` for every line: ``(n, L)``."""
+        u, v = uv[:, :1], uv[:, 1:]
+        if self.rotation_invariant:
+            return (u + self.a * v) / np.sqrt(1.0 + self.a**2)
+        return np.broadcast_to(u, (uv.shape[0], len(self))).copy()
+
+    def segments(self, half_length: float = 2.0) -> np.ndarray:
+        """Page-coordinate end points ``(L, 2, 2)`` of each line over ``c +- half_length*sigma_s``."""
+        s = self.c[:, None] + np.array([-1.0, 1.0]) * half_length * self.sigma_s[:, None]
+        if self.rotation_invariant:
+            norm = np.sqrt(1.0 + self.a**2)[:, None]
+            # Point of the line v = a u + b whose projection on the unit direction is s.
+            u = (s * norm - self.a[:, None] * self.b[:, None]) / norm**2
+        else:
+            u = s
+        v = self.a[:, None] * u + self.b[:, None]
+        uv = np.stack([u, v], axis=-1)
+        return from_region_frame(uv, self.phi[:, None])
+
+    def band(self, half_length: float = 2.0, n: int = 2) -> np.ndarray:
+        """Polygon ``(L, 2n+2, 2)`` in page coordinates: the line +- sigma_t over its extent."""
+        seg = self.segments(half_length)
+        t = np.linspace(0.0, 1.0, n + 1)[None, :, None]
+        centre = seg[:, :1] + (seg[:, 1:] - seg[:, :1]) * t  # (L, n+1, 2)
+        norm = np.sqrt(1.0 + self.a**2)
+        # Unit normal to the line in the region frame, mapped to the page.
+        normal_uv = np.stack([-self.a / norm, 1.0 / norm], axis=-1)
+        normal = from_region_frame(normal_uv, self.phi)[:, None, :] * self.sigma_t[:, None, None]
+        return np.concatenate([centre - normal, (centre + normal)[:, ::-1]], axis=1)
+
+    def to_dict(self) -> dict:
+        return {
+            "rotation_invariant": self.rotation_invariant,
+            "lines": [
+                {"a": float(self.a[i]), "b": float(self.b[i]), "c": float(self.c[i]),
+                 "sigma_t": float(self.sigma_t[i]), "sigma_s": float(self.sigma_s[i]),
+                 "prior": float(self.prior[i]), "region": int(self.region[i]),
+                 "phi": float(self.phi[i]),
+                 "segment": self.take([i]).segments()[0].round(2).tolist()}
+                for i in range(len(self))
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LineSet:
+        rows = data.get("lines", [])
+        def col(name: str) -> np.ndarray:
+            return np.array([float(r[name]) for r in rows], dtype=np.float64)
+        return cls(col("a"), col("b"), col("c"), col("sigma_t"), col("sigma_s"), col("prior"),
+                   np.array([int(r["region"]) for r in rows], dtype=np.int32), col("phi"),
+                   bool(data.get("rotation_invariant", True)))
+
+
+@dataclass(frozen=True)
+class Region:
+    """A text region: its index, frame angle ``phi`` (radians) and page bounding box."""
+
+    index: int
+    phi: float
+    bbox: tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive)
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """Products of stages 1-6, all inspectable.
+
+    ``gray``: page as uint8 ``(H, W)``; ``ink``: bool ``(H, W)``; ``components``: int32
+    ``(H, W)`` label of each ink pixel's connected component (0 = background);
+    ``samples``: float64 ``(N, 2)`` [x, y]; ``sample_component``: ``(N,)``;
+    ``delaunay_edges``: every unique Delaunay edge ``(E0, 2)``; ``edges``: the MRF edges
+    (within regions) ``(E, 2)``; ``sample_region``: ``(N,)``; ``regions``; ``initial_lines``.
+    """
+
+    params: Parameters
+    gray: np.ndarray
+    ink: np.ndarray
+    components: np.ndarray
+    stats: ComponentStats
+    samples: np.ndarray
+    sample_component: np.ndarray
+    delaunay_edges: np.ndarray
+    edges: np.ndarray
+    sample_region: np.ndarray
+    regions: tuple[Region, ...]
+    initial_lines: LineSet
+    timings: dict = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.gray.shape[:2]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state after one EM iteration (or one message-passing sweep when ``sweep`` is set).
+
+    ``posterior_lines``/``posterior_probs``: each sample's top-k lines (index into ``lines``,
+    -1 = none) and their posterior probabilities, ``(N, k)``; ``entropy``: posterior entropy
+    in nats ``(N,)``; ``theta``: (theta_0, theta_1, theta_2); ``kl``: mean KL divergence from
+    the previous iteration's posterior; ``log_likelihood``: mean per-sample log-likelihood of
+    the samples under the line mixture; ``elapsed``: seconds since EM started.
+    """
+
+    iteration: int
+    sweep: int | None
+    lines: LineSet
+    posterior_lines: np.ndarray
+    posterior_probs: np.ndarray
+    entropy: np.ndarray
+    theta: tuple[float, float, float]
+    kl: float
+    log_likelihood: float
+    elapsed: float
+    n_sweeps: int = 0
+    converged: bool = False
+    stage: str = "em"
+
+    def argmax(self) -> np.ndarray:
+        """Each sample's most probable line ``(N,)`` (-1 where it has none)."""
+        return self.posterior_lines[:, 0].copy()
+
+    def posterior_of(self, line: int) -> np.ndarray:
+        """Posterior probability of ``line`` for every sample ``(N,)`` (0 outside top-k)."""
+        hit = self.posterior_lines == line
+        return np.where(hit, self.posterior_probs, 0.0).sum(axis=1).astype(np.float32)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.posterior_lines.nbytes + self.posterior_probs.nbytes + self.entropy.nbytes)
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """The final result: ``labels`` int32 ``(H, W)`` (0 = background, k = line k, 1-based,
+    lines numbered in reading order within regions), ``lines`` the final lines (line k is
+    ``lines`` row k-1), and ``sample_labels`` ``(N,)`` (0-based line index, -1 = none)."""
+
+    labels: np.ndarray
+    lines: LineSet
+    sample_labels: np.ndarray
+    regions: tuple[Region, ...]
+    timings: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A loaded page: ``gray`` uint8 ``(H, W)`` (EXIF orientation applied), ``bilevel`` when
+    the file holds only two levels (then ink is ``gray < 128``), the ``path`` it came from."""
+
+    gray: np.ndarray
+    bilevel: bool
+    path: str = ""

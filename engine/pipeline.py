@@ -1,0 +1,115 @@
+"""The steppable API: prepare (stages 1-6) -> run_em (stage 7, a generator) -> finish (stage 8).
+
+    prep = prepare("page.jpg", Parameters())
+    for snap in run_em(prep):            # one Snapshot per EM iteration
+        ...
+    seg = finish(prep, snap)             # labels (H, W) int32 and the final lines
+
+``run_em(prep, lines=edited)`` starts from a caller's lines instead of ``prep.initial_lines``;
+``lines_from_segments(prep, segments)`` turns page-coordinate segments into such lines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from . import components as _components
+from . import em as _em
+from . import graph as _graph
+from . import initial_lines as _initial
+from . import ink as _ink
+from . import io as _io
+from . import postprocess as _post
+from . import regions as _regions
+from . import sampling as _sampling
+from .model import LineSet, Page, Preparation, Segmentation, Snapshot
+from .params import Parameters
+
+
+class EmptyPageError(ValueError):
+    """Raised by nothing: an empty page is a valid page with zero lines (kept for callers)."""
+
+
+def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = None,
+            progress: Callable[[str], None] | None = None) -> Preparation:
+    """Stages 1-6 on a page (a path, a loaded :class:`Page`, or a uint8/bool array)."""
+    params = params or Parameters()
+    say = progress or (lambda _msg: None)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def tick(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        timings[name] = now - t
+        t = now
+
+    if isinstance(page, (str, Path)):
+        say("load")
+        page = _io.load_page(page)
+    elif isinstance(page, np.ndarray):
+        page = _io.page_from_array(page)
+    tick("load")
+    say("ink")
+    ink, components = _ink.ink_mask(page, params)
+    tick("ink")
+    say("components")
+    stats = _components.component_stats(components)
+    tick("components")
+    say("sample")
+    samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
+                                                            params.seed)
+    tick("sample")
+    say("graph")
+    triangles, delaunay = _graph.delaunay_edges(samples)
+    tick("graph")
+    say("regions")
+    sample_region, edges = _regions.find_regions(samples, triangles, stats, params)
+    tick("regions")
+    say("initial lines")
+    lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
+                                            stats, params)
+    tick("initial_lines")
+    return Preparation(params=params, gray=page.gray, ink=ink, components=components,
+                       stats=stats, samples=samples, sample_component=sample_component,
+                       delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
+                       regions=regions, initial_lines=lines, timings=timings, source=page.path)
+
+
+def run_em(prep: Preparation, lines: LineSet | None = None, *, params: Parameters | None = None,
+           per_sweep: bool = False) -> Iterator[Snapshot]:
+    """Stage 7 as a generator of immutable snapshots, one per EM iteration (and one per
+    message-passing sweep when ``per_sweep``). ``params`` overrides the EM settings of
+    ``prep.params`` (stages 1-6 stay as prepared). Close the generator to stop early."""
+    return _em.run_em(prep, prep.initial_lines if lines is None else lines,
+                      params or prep.params, per_sweep=per_sweep)
+
+
+def finish(prep: Preparation, snapshot: Snapshot, params: Parameters | None = None) -> Segmentation:
+    """Stage 8: surplus-line removal, fragment merging, final labelling of every ink pixel."""
+    return _post.finish(prep, snapshot, params or prep.params)
+
+
+def lines_from_segments(prep: Preparation, segments: np.ndarray,
+                        sigma_t: np.ndarray | None = None) -> LineSet:
+    """Lines from page-coordinate segments ``(L, 2, 2)`` (e.g. a user's edits): each joins
+    the region holding most samples near it; ``sigma_t`` defaults to ``H_cc / 2``."""
+    return _initial.lines_from_segments(prep, np.asarray(segments, dtype=np.float64), sigma_t)
+
+
+def segment(page: Page | np.ndarray | str | Path, params: Parameters | None = None,
+            progress: Callable[[str], None] | None = None
+            ) -> tuple[Preparation, Snapshot, Segmentation]:
+    """The whole method on one page: returns the preparation, the last snapshot and the result."""
+    prep = prepare(page, params, progress)
+    say = progress or (lambda _msg: None)
+    snap = None
+    for snap in run_em(prep):
+        say(f"EM iteration {snap.iteration}")
+    assert snap is not None  # run_em always yields at least one snapshot
+    say("labelling")
+    return prep, snap, finish(prep, snap)

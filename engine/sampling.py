@@ -1,0 +1,26 @@
+"""Stage 3: a seeded random sample of ink pixels that covers every component."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``ratio`` of the ink pixels uniformly, plus one pixel of every component the
+    uniform draw missed. Returns samples float64 ``(N, 2)`` [x, y] in raster order and the
+    component label of each ``(N,)``. Same seed -> same samples."""
+    flat = components.ravel()
+    ink_index = np.flatnonzero(flat)
+    if len(ink_index) == 0:
+        return np.zeros((0, 2)), np.zeros(0, np.int32)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(ink_index))
+    n_uniform = int(round(ratio * len(ink_index)))
+    # The first occurrence of each component in a random order is a uniform pick within it.
+    _, first = np.unique(flat[ink_index[order]], return_index=True)
+    chosen = np.union1d(order[:n_uniform], order[first])
+    pixels = ink_index[chosen]  # sorted: raster order, so results do not depend on the draw order
+    width = components.shape[1]
+    samples = np.stack([pixels % width, pixels // width], axis=1).astype(np.float64)
+    return samples, flat[pixels].astype(np.int32)

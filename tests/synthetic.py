@@ -1,0 +1,424 @@
+"""Deterministic synthetic handwritten pages with exact text-line labels, for end-to-end tests.
+
+Coordinates follow the engine: ``x`` is the column, ``y`` the row (pointing down), in pixels; an
+angle ``theta`` (degrees) is the text direction ``(cos theta, sin theta)``, so positive angles turn
+clockwise on screen.
+
+Each text line is written in its own frame: ``u`` runs along the text from the line's start and
+``v`` across it, down, with the baseline at ``v = 0`` and the x-height band at ``-h <= v <= 0``.
+Words are single pen trajectories (centripetal Catmull-Rom splines through per-letter key points)
+drawn with ``cv2.polylines``; letters inside a word are connected, words are separated by gaps of
+0.5-1 x-height.  Some letters have ascenders (up to ~1.8 h) or descenders (down to ~0.8 h) and
+some carry a dot (a separate small component labelled with its line).  Each line is drawn into
+its own layer; the label image takes, pixel by pixel, the last line that inked it, and after the
+final mild blur the labels are re-derived so that ``labels > 0`` is exactly ``image < 128``.
+
+``make_page(kind, seed, scale)`` is a pure function of its arguments (``numpy.random.default_rng``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+KINDS: tuple[str, ...] = ("straight", "skewed", "curved", "touching", "two_columns", "two_orientations")
+
+#: Page size at scale 1, pixels (width, height).
+PAGE_W, PAGE_H = 900, 700
+
+# Letter shapes: key points (fraction of the letter width, height in x-heights, negative = up).
+_LETTERS: dict[str, list[tuple[float, float]]] = {
+    "n": [(0.15, -1.0), (0.35, 0.0), (0.65, -0.95), (0.95, 0.0)],
+    "u": [(0.1, -0.95), (0.3, 0.0), (0.7, -1.0), (0.85, 0.0)],
+    "e": [(0.45, -0.5), (0.8, -0.85), (0.4, -0.9), (0.2, -0.3), (0.6, 0.0), (0.95, -0.15)],
+    "o": [(0.75, -0.95), (0.25, -0.85), (0.15, -0.2), (0.55, 0.0), (0.8, -0.55), (0.7, -0.95),
+          (0.95, -0.75)],
+    "i": [(0.5, -0.95), (0.6, 0.0), (0.9, -0.15)],
+    "l": [(0.55, -1.1), (0.75, -1.8), (0.45, -1.7), (0.4, -0.6), (0.6, 0.0), (0.9, -0.2)],
+    "g": [(0.65, -0.95), (0.3, -0.75), (0.35, -0.1), (0.75, -0.85), (0.7, 0.3), (0.55, 0.8),
+          (0.3, 0.65), (0.55, 0.15), (0.95, -0.1)],
+}
+_ASCENDER_TOP = 1  # index of the topmost key point of "l"
+_DESCENDER_BOTTOM = 5  # index of the lowest key point of "g"
+_BODY = ("n", "u", "e", "o", "i")
+
+
+@dataclass(frozen=True)
+class SyntheticPage:
+    """A synthetic page and its ground truth.
+
+    ``image``: uint8 ``(H, W)``, paper ~250, ink ~20-60 (mild noise and blur; ink = ``image < 128``).
+    ``labels``: int32 ``(H, W)``, 0 on background, ``k`` in ``1..n_lines`` on every ink pixel of line k.
+    ``angles``: per line, the text direction in degrees (x right, y down, positive = clockwise);
+    for curved lines the slope of the least-squares line through the baseline.
+    """
+
+    image: np.ndarray
+    labels: np.ndarray
+    n_lines: int
+    angles: tuple[float, ...]
+    kind: str
+
+
+@dataclass
+class _Line:
+    """One text line: page origin of its baseline start ``(x, y)``, direction (radians), length (px),
+    baseline bend ``curve(u) -> v`` (px), paragraph index ``block``, and the positions (local ``u``)
+    where ascenders are wanted (to touch the line above) or must not be (to keep clear of it)."""
+
+    origin: tuple[float, float]
+    theta: float
+    length: float
+    curve: Callable[[np.ndarray], np.ndarray] | None = None
+    block: int = 0
+    forced_ascenders: list[float] = field(default_factory=list)
+    avoid_ascenders: list[float] = field(default_factory=list)
+
+    def to_page(self, uv: np.ndarray) -> np.ndarray:
+        """Line frame ``(n, 2)`` [u, v] -> page ``(n, 2)`` [x, y]."""
+        u, v = uv[:, 0], uv[:, 1]
+        if self.curve is not None:
+            v = v + self.curve(u)
+        c, s = np.cos(self.theta), np.sin(self.theta)
+        x = self.origin[0] + u * c - v * s
+        y = self.origin[1] + u * s + v * c
+        return np.stack([x, y], axis=1)
+
+    def angle_deg(self) -> float:
+        """Text direction in degrees, including the mean slope of a curved baseline."""
+        if self.curve is None:
+            return float(np.degrees(self.theta))
+        u = np.linspace(0.0, self.length, 200)
+        slope = np.polyfit(u, self.curve(u), 1)[0]
+        return float(np.degrees(self.theta + np.arctan(slope)))
+
+
+@dataclass
+class _Style:
+    """Writer parameters, pixels: x-height ``h``, pen ``thickness``, ``slant`` (u shift per unit -v)."""
+
+    h: float
+    thickness: int
+    slant: float
+    p_ascender: float = 0.12
+    p_descender: float = 0.1
+    p_dot: float = 0.5
+
+
+def _catmull_rom(points: np.ndarray, step: float = 1.0) -> np.ndarray:
+    """Centripetal Catmull-Rom spline through ``points`` ``(n, 2)``, sampled about every ``step`` px."""
+    if len(points) < 2:
+        return points.copy()
+    p = np.vstack([2 * points[0] - points[1], points, 2 * points[-1] - points[-2]])
+    dt = np.maximum(np.linalg.norm(np.diff(p, axis=0), axis=1), 1e-6) ** 0.5  # knot spacing
+    n_seg = len(points) - 1
+    counts = np.maximum(2, np.ceil(dt[1:-1] ** 2 / step).astype(int))
+    seg = np.repeat(np.arange(n_seg), counts)
+    frac = (np.arange(len(seg)) - np.repeat(np.cumsum(counts) - counts, counts) + 1) / counts[seg]
+    t0 = np.zeros(len(seg))[:, None]
+    t1 = dt[seg][:, None]
+    t2 = t1 + dt[seg + 1][:, None]
+    t3 = t2 + dt[seg + 2][:, None]
+    t = t1 + frac[:, None] * (t2 - t1)
+    p0, p1, p2, p3 = p[seg], p[seg + 1], p[seg + 2], p[seg + 3]
+    a1 = (t1 - t) / (t1 - t0) * p0 + (t - t0) / (t1 - t0) * p1
+    a2 = (t2 - t) / (t2 - t1) * p1 + (t - t1) / (t2 - t1) * p2
+    a3 = (t3 - t) / (t3 - t2) * p2 + (t - t2) / (t3 - t2) * p3
+    b1 = (t2 - t) / (t2 - t0) * a1 + (t - t0) / (t2 - t0) * a2
+    b2 = (t3 - t) / (t3 - t1) * a2 + (t - t1) / (t3 - t1) * a3
+    return np.vstack([points[:1], (t2 - t) / (t2 - t1) * b1 + (t - t1) / (t2 - t1) * b2])
+
+
+def _write_line(rng: np.random.Generator, style: _Style, line: _Line
+                ) -> tuple[list[np.ndarray], list[tuple[float, float, float]], list[float]]:
+    """Lay out words along ``line`` in its own frame.
+
+    Returns the pen trajectories (list of ``(n, 2)`` [u, v] arrays, px), the dots ``(u, v, radius)``
+    and the ``u`` positions of descender bottoms.
+    """
+    h, slant = style.h, style.slant
+    strokes: list[np.ndarray] = []
+    dots: list[tuple[float, float, float]] = []
+    bottoms: list[float] = []
+    forced = sorted(line.forced_ascenders)
+    u = float(rng.uniform(0.0, 0.4)) * h
+    while True:
+        n_letters = int(rng.choice([1, 2, 3, 3, 4, 4, 5, 5, 6, 7]))
+        widths = rng.uniform(0.5, 0.8, n_letters) * h
+        if u + widths.sum() > line.length:  # shorten the last word to the space left
+            widths = widths[: int((line.length - u) / (0.8 * h))]
+            if len(widths) == 0:
+                break
+        size = rng.uniform(0.9, 1.1)
+        lift = rng.normal(0.0, 0.06) * h
+        word_slant = slant + rng.normal(0.0, 0.04)
+        keys = [(u, lift - rng.uniform(0.1, 0.4) * h)]
+        x = u + 0.1 * h
+        for w in widths:
+            kind = str(rng.choice(_BODY))
+            r = rng.random()
+            if r < style.p_ascender:
+                kind = "l"
+            elif r < style.p_ascender + style.p_descender:
+                kind = "g"
+            # An ascender wanted here: place its top exactly at the forced u.
+            top_dx = _LETTERS["l"][_ASCENDER_TOP][0] * w + word_slant * 1.8 * h * size
+            while forced and forced[0] < x + top_dx:
+                forced.pop(0)
+            if forced and forced[0] - top_dx <= x + 0.8 * w:
+                kind = "l"
+                x = forced.pop(0) - top_dx
+            if kind in "li" and any(abs(x + top_dx - a) < 1.5 * h for a in line.avoid_ascenders):
+                kind = "n"
+            for j, (fx, fv) in enumerate(_LETTERS[kind]):
+                jitter = rng.normal(0.0, 0.05, 2) * h if kind not in "lg" or j not in (1, 5) else (0, 0)
+                v = fv * h * size + lift + jitter[1]
+                keys.append((x + fx * w - word_slant * v + jitter[0], v))
+                if kind == "g" and j == _DESCENDER_BOTTOM:
+                    bottoms.append(keys[-1][0])
+            if kind == "i" and rng.random() < style.p_dot:
+                v = -1.5 * h * size + lift
+                dots.append((x + 0.5 * w - word_slant * v, v, rng.uniform(0.08, 0.11) * h))
+            x += w
+        keys.append((x + 0.15 * h, lift - rng.uniform(0.0, 0.3) * h))
+        strokes.append(_catmull_rom(np.asarray(keys, dtype=float)))
+        u = x + 0.15 * h + rng.uniform(0.55, 1.0) * h + style.thickness
+        if u >= line.length - 0.6 * h:
+            break
+    return strokes, dots, bottoms
+
+
+def _draw(line: _Line, strokes: list[np.ndarray], dots: list[tuple[float, float, float]],
+          shape: tuple[int, int], thickness: int) -> np.ndarray:
+    """Rasterise one line into a bool layer of ``shape`` (H, W)."""
+    layer = np.zeros(shape, np.uint8)
+    shift = 4
+    f = float(1 << shift)
+    pts = [np.round(line.to_page(s) * f).astype(np.int32) for s in strokes]
+    cv2.polylines(layer, pts, False, 255, thickness, cv2.LINE_8, shift)
+    for u, v, r in dots:
+        (x, y), = line.to_page(np.array([[u, v]]))
+        cv2.circle(layer, (int(round(x * f)), int(round(y * f))), int(round(max(r, 1.2) * f)),
+                   255, -1, cv2.LINE_8, shift)
+    return layer > 0
+
+
+def _extent(lines: list[_Line], h: float) -> tuple[float, float, float, float]:
+    """Bounding box ``(x0, y0, x1, y1)`` of the lines' bands (2 h above, 1.2 h below the baseline)."""
+    pts = []
+    for ln in lines:
+        u = np.linspace(0.0, ln.length, 50)
+        for v in (-2.0 * h, 1.2 * h):
+            pts.append(ln.to_page(np.stack([u, np.full_like(u, v)], axis=1)))
+    p = np.vstack(pts)
+    return float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max())
+
+
+def _block(rng: np.random.Generator, n: int, width: float, pitch: float, theta: float, h: float,
+           region: tuple[float, float, float, float], align: str = "center",
+           last_short: bool = True) -> list[_Line]:
+    """A paragraph of ``n`` lines of about ``width`` px, rotated by ``theta`` (radians), placed in
+    ``region`` ``(x0, y0, x1, y1)`` (centred, or at its top-left with ``align="top"``)."""
+    c, s = np.cos(theta), np.sin(theta)
+    lines = []
+    for i in range(n):
+        indent = rng.uniform(0.0, 0.5) * h + (rng.uniform(1.0, 2.0) * h if i == 0 else 0.0)
+        length = width * rng.uniform(0.9, 1.0) - indent
+        if last_short and i == n - 1:
+            length *= rng.uniform(0.55, 0.8)
+        v0 = i * pitch + rng.normal(0.0, 0.04) * h
+        lines.append(_Line((indent * c - v0 * s, indent * s + v0 * c), theta, length))
+    x0, y0, x1, y1 = _extent(lines, h)
+    rx0, ry0, rx1, ry1 = region
+    if x1 - x0 > rx1 - rx0 + 1e-6 or y1 - y0 > ry1 - ry0 + 1e-6:
+        raise ValueError("block does not fit its region")
+    if align == "top":
+        dx, dy = rx0 - x0, ry0 - y0
+    else:
+        dx, dy = (rx0 + rx1 - x0 - x1) / 2, (ry0 + ry1 - y0 - y1) / 2
+    for ln in lines:
+        ln.origin = (ln.origin[0] + dx, ln.origin[1] + dy)
+    return lines
+
+
+def _fitting_block(rng: np.random.Generator, n_max: int, n_min: int, width: float, pitch: float,
+                   theta: float, h: float, region: tuple[float, float, float, float],
+                   align: str = "center") -> list[_Line]:
+    """``_block`` with the most lines (n_min..n_max) that fit, shortening lines down to 70 % of ``width``
+    if needed (and further if even n_min lines do not fit)."""
+    state = rng.bit_generator.state
+    tries = [(n, k) for n in range(n_max, n_min - 1, -1) for k in range(5)]
+    tries += [(n_min, k) for k in range(5, 12)]
+    for n, k in tries:
+        rng.bit_generator.state = state
+        try:
+            return _block(rng, n, width * 0.92**k, pitch, theta, h, region, align)
+        except ValueError:
+            continue
+    raise ValueError("cannot fit the block")
+
+
+def _mark(lines: list[_Line], block: int) -> list[_Line]:
+    """Set the paragraph index of ``lines``; returns them."""
+    for ln in lines:
+        ln.block = block
+    return lines
+
+
+def _layout(kind: str, rng: np.random.Generator, scale: float) -> tuple[list[_Line], _Style]:
+    """Place the lines of a page of ``kind``."""
+    width, height = PAGE_W * scale, PAGE_H * scale
+    h = rng.uniform(18.0, 24.0) * scale
+    style = _Style(h=h, thickness=max(1, int(round(rng.uniform(2.0, 3.6) * scale))),
+                   slant=rng.uniform(0.05, 0.3))
+    pitch = rng.uniform(2.5, 3.0) * h
+    margin = rng.uniform(40.0, 60.0) * scale
+    page = (margin, margin, width - margin, height - margin)
+    n = int(rng.integers(6, 11))
+
+    if kind in ("straight", "curved", "touching"):
+        if kind == "touching":
+            pitch = 2.2 * h
+            style.p_descender, style.p_ascender = 0.14, 0.14
+        if kind == "curved":
+            pitch = rng.uniform(2.8, 3.0) * h
+        lines = _fitting_block(rng, n, 6, page[2] - page[0], pitch, 0.0, h, page, align="top")
+        if kind == "curved":
+            amp = rng.uniform(0.5, 0.8) * h
+            freq = rng.uniform(0.8, 1.2)
+            phase = rng.uniform(0.0, 2 * np.pi)
+            for ln in lines:
+                a = amp * rng.uniform(0.9, 1.1)
+                ph = phase + rng.normal(0.0, 0.2)
+                k = 2 * np.pi * freq / (page[2] - page[0])
+                ln.curve = lambda u, a=a, k=k, ph=ph: a * np.sin(k * u + ph)
+        return lines, style
+
+    if kind == "skewed":
+        theta = np.radians(rng.uniform(8.0, 15.0) * rng.choice([-1.0, 1.0]))
+        lines = _fitting_block(rng, n, 6, page[2] - page[0], pitch, theta, h, page)
+        return lines, style
+
+    if kind == "two_columns":
+        gap = rng.uniform(4.0, 6.0) * h
+        col_w = (page[2] - page[0] - gap) / 2
+        left = (page[0], page[1], page[0] + col_w, page[3])
+        shift = rng.uniform(0.3, 0.7) * pitch
+        right = (page[2] - col_w, page[1] + shift, page[2], page[3])
+        n_left = int(rng.integers(4, 6))
+        n_right = int(rng.integers(4, 6))
+        lines = _fitting_block(rng, n_left, 4, col_w, pitch, 0.0, h, left, align="top")
+        pitch_r = pitch * rng.uniform(0.97, 1.03)
+        lines += _mark(_fitting_block(rng, n_right, 4, col_w, pitch_r, 0.0, h, right, align="top"), 1)
+        return lines, style
+
+    if kind == "two_orientations":
+        # A horizontal paragraph on the left, a side note of steep lines (60-75 deg) on the right.
+        side_w = rng.uniform(0.38, 0.42) * (page[2] - page[0])
+        gap = rng.uniform(2.5, 3.5) * h
+        main = (page[0], page[1], page[2] - side_w - gap, page[3])
+        side = (page[2] - side_w, page[1], page[2], page[3])
+        lines = _fitting_block(rng, int(rng.integers(5, 7)), 5, main[2] - main[0], pitch, 0.0, h, main,
+                               align="top")
+        theta = np.radians(rng.uniform(60.0, 75.0) * rng.choice([-1.0, 1.0]))
+        side_pitch = rng.uniform(2.5, 2.8) * h
+        lines += _mark(_fitting_block(rng, int(rng.integers(3, 5)), 3, 0.8 * (page[3] - page[1]), side_pitch,
+                                      theta, h, side), 1)
+        return lines, style
+
+    raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+
+
+def _render(lines: list[_Line], style: _Style, rng: np.random.Generator, shape: tuple[int, int],
+            scale: float, touching: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Write and draw every line; return (image uint8, labels int32), both ``shape`` (H, W)."""
+    labels = np.zeros(shape, np.int32)
+    darkness = np.full(shape, 255.0, np.float32)
+    bottoms_prev: list[float] = []
+    for k, ln in enumerate(lines, start=1):
+        if k > 1 and lines[k - 2].block == ln.block:
+            # The previous line's descender bottoms, in this line's u (same block: same direction).
+            prev = lines[k - 2]
+            dx, dy = prev.origin[0] - ln.origin[0], prev.origin[1] - ln.origin[1]
+            du = dx * np.cos(ln.theta) + dy * np.sin(ln.theta)
+            below = [b + du for b in bottoms_prev]
+            if touching:
+                ln.forced_ascenders = below
+            else:
+                ln.avoid_ascenders = below
+        strokes, dots, bottoms = _write_line(rng, style, ln)
+        bottoms_prev = bottoms
+        layer = _draw(ln, strokes, dots, shape, style.thickness)
+        labels[layer] = k
+        darkness[layer] = rng.uniform(15.0, 50.0)
+    image = darkness + rng.normal(0.0, 6.0, shape).astype(np.float32) * (darkness < 128)
+    image = np.where(darkness < 128, image, 250.0 + rng.normal(0.0, 2.5, shape).astype(np.float32))
+    image = cv2.GaussianBlur(image, (0, 0), 0.6 * scale)
+    image = np.clip(np.round(image), 0, 255).astype(np.uint8)
+    # Exact labels: ink pixels the blur darkened take a neighbouring drawn pixel's line (the blur is
+    # too narrow to darken a pixel with no ink among its 8 neighbours), lightened ones go.
+    ink = image < 128
+    grown = np.where(labels > 0, labels, ndimage.grey_dilation(labels, size=(3, 3)))
+    if np.any(ink & (grown == 0)):  # never expected; nearest drawn pixel as a fallback
+        _, (iy, ix) = ndimage.distance_transform_edt(labels == 0, return_indices=True)
+        grown = labels[iy, ix]
+    labels = np.where(ink, grown, 0).astype(np.int32)
+    return image, labels
+
+
+def _cross_line_components(image: np.ndarray, labels: np.ndarray) -> int:
+    """Number of 8-connected ink components that carry more than one line label."""
+    n, cc = cv2.connectedComponents((image < 128).astype(np.uint8), connectivity=8)
+    ink = labels > 0
+    m = int(labels.max()) + 1
+    present = np.bincount(cc[ink].astype(np.int64) * m + labels[ink], minlength=n * m).reshape(n, m) > 0
+    return int((present.sum(axis=1) > 1).sum())
+
+
+def make_page(kind: str, seed: int = 0, scale: float = 1.0) -> SyntheticPage:
+    """Generate a synthetic handwritten page of ``kind`` (one of ``KINDS``).
+
+    The page is about ``900 x 700 * scale`` px (W x H) with 6-10 lines (x-height 18-24 px * scale,
+    pen 2-4 px * scale).  Same arguments give byte-identical arrays.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+    if scale <= 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    shape = (int(round(PAGE_H * scale)), int(round(PAGE_W * scale)))
+    for attempt in range(20):
+        rng = np.random.default_rng([seed, attempt, KINDS.index(kind)])
+        lines, style = _layout(kind, rng, scale)
+        image, labels = _render(lines, style, rng, shape, scale, touching=kind == "touching")
+        present = np.bincount(labels.ravel(), minlength=len(lines) + 1)[1:]
+        if present.min() == 0:
+            continue
+        if kind == "touching" and _cross_line_components(image, labels) < 3:
+            continue
+        if kind != "touching" and _cross_line_components(image, labels) > 0:
+            continue
+        angles = tuple(ln.angle_deg() for ln in lines)
+        return SyntheticPage(image=image, labels=labels, n_lines=len(lines), angles=angles, kind=kind)
+    raise RuntimeError(f"could not generate a valid {kind!r} page for seed {seed}")
+
+
+def save_page(page: SyntheticPage, directory: str | Path, stem: str | None = None) -> tuple[Path, Path]:
+    """Write ``<stem>.png`` (8-bit grey image) and ``<stem>_labels.png`` (16-bit labels) to ``directory``.
+
+    ``stem`` defaults to the page kind.  Returns ``(image_path, labels_path)``.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = stem or page.kind
+    image_path = directory / f"{stem}.png"
+    labels_path = directory / f"{stem}_labels.png"
+    if not cv2.imwrite(str(image_path), page.image):
+        raise OSError(f"could not write {image_path}")
+    if not cv2.imwrite(str(labels_path), page.labels.astype(np.uint16)):
+        raise OSError(f"could not write {labels_path}")
+    return image_path, labels_path

@@ -1,0 +1,289 @@
+"""The ``tlseg`` command line: exit codes, one-line errors, discovery, resume, interruption.
+
+Most tests swap the engine for :func:`test_batch.fake_segment` (fast and deterministic; the
+subject is the command line); the ``real`` tests run the real pipeline on synthetic pages.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_batch import (
+    deterministic_bytes,
+    fake_segment,
+    no_temp_files,
+    outputs,
+    read_report,
+    real_engine,
+    synthetic_pages,
+    write_page,
+)
+
+from engine import batch
+from engine.cli import build_params, build_parser, main, parse_set
+from engine.params import ParameterError, Parameters
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+@pytest.fixture
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch the CLI starts uses the double instead of the pipeline."""
+    monkeypatch.setattr(batch, "run_batch", functools.partial(batch.run_batch, segment_fn=fake_segment))
+
+
+def run(capsys: pytest.CaptureFixture, *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if "error" in ln]
+    assert "Traceback" not in err
+    assert lines, err
+    return lines[0]
+
+
+# --- usage and parameters -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    ([], "COMMAND"),
+    (["frobnicate"], "frobnicate"),
+    (["segment", "x.png"], "-o/--outdir"),
+    (["segment", "x.png", "-o", "o", "--ratio", "abc"], "--ratio"),
+    (["segment", "x.png", "-o", "o", "--update-rule", "gibbs"], "--update-rule"),
+    (["segment", "x.png", "-o", "o", "--ratio", "2"], "sample_ratio"),
+    (["segment", "x.png", "-o", "o", "--seed", "-3"], "seed"),
+    (["segment", "x.png", "-o", "o", "--set", "t_r=1.5"], "t_r"),
+    (["segment", "x.png", "-o", "o", "--set", "bogus=1"], "bogus"),
+    (["segment", "x.png", "-o", "o", "--set", "noequals"], "NAME=VALUE"),
+    (["segment", "x.png", "-o", "o", "--set", "moments=[0.5,0.5]"], "moments"),
+    (["segment", "x.png", "-o", "o", "--params", "/nonexistent/p.json"], "/nonexistent/p.json"),
+    (["segment", "x.png", "-o", "o", "-j", "0"], "--jobs"),
+    (["params", "--set", "orientation_min=50"], "orientation_min"),
+])
+def test_usage_and_parameter_errors_exit_2(capsys, tmp_path, monkeypatch, argv, needle) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert needle in one_error_line(err)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_no_pages_found_is_a_usage_error(capsys, tmp_path) -> None:
+    code, _, err = run(capsys, "segment", tmp_path / "*.png", "-o", tmp_path / "out")
+    assert code == 2
+    assert "no images match" in err and "no pages" in err
+
+
+def test_params_prints_full_editable_json(capsys, tmp_path) -> None:
+    code, out, _ = run(capsys, "params")
+    assert code == 0
+    assert Parameters.from_json(out) == Parameters()
+    f = tmp_path / "p.json"
+    f.write_text(Parameters(seed=9).to_json())
+    code, out, _ = run(capsys, "params", "--params", f, "--set", "update_rule=convex", "--set", "r=0.2")
+    assert code == 0
+    assert Parameters.from_json(out) == Parameters(seed=9, update_rule="convex", r=0.2)
+
+
+def test_build_params_precedence(tmp_path) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"seed": 1, "sample_ratio": 0.2}))
+    args = build_parser().parse_args(["segment", "x", "-o", "o", "--params", str(f), "--seed", "5",
+                                      "--multi-oriented", "--set", "seed=6",
+                                      "--set", "moments=[0.9,0.08,0.02]"])
+    p = build_params(args)
+    assert (p.seed, p.sample_ratio, p.multi_oriented, p.moments) == (6, 0.2, True, (0.9, 0.08, 0.02))
+    assert parse_set(["merge-gap=3", "merge_fragments=false"]) == {"merge_gap": 3, "merge_fragments": False}
+    with pytest.raises(ParameterError, match="NAME=VALUE"):
+        parse_set(["=3"])
+
+
+def test_learn_moments_subcommand(capsys, tmp_path) -> None:
+    code, out, err = run(capsys, "learn-moments", tmp_path / "gt.xml")
+    assert "Traceback" not in err
+    if code == 1:  # engine.moments not written yet, or the file is refused
+        assert "not available" in err or "gt.xml" in err
+
+
+# --- bad pages ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["missing", "not_an_image", "empty"])
+def test_bad_page_exit_1_names_file_and_writes_nothing(capsys, tmp_path, kind, fake_engine) -> None:
+    page = tmp_path / f"{kind}.png"
+    if kind == "not_an_image":
+        page.write_text("hello, I am text")
+    elif kind == "empty":
+        page.write_bytes(b"")
+    code, _, err = run(capsys, "segment", page, "-o", tmp_path / "out")
+    assert code == 1
+    assert f"{kind}.png" in one_error_line(err)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(kind)]
+    (failed,) = read_report(tmp_path / "out" / "tlseg-report.jsonl")
+    assert failed["status"] == "failed" and f"{kind}.png" in failed["error"]
+
+
+def test_planted_bad_file_among_good_ones(capsys, tmp_path, fake_engine) -> None:
+    for i in range(3):
+        write_page(tmp_path / "in" / f"good{i}.png")
+    (tmp_path / "in" / "bad.jpg").write_bytes(b"\xff\xd8\xff garbage")
+    code, _, err = run(capsys, "segment", tmp_path / "in", "-o", tmp_path / "out", "-j", "2")
+    assert code == 1
+    assert "bad.jpg" in one_error_line(err)
+    assert "3 ok, 0 skipped, 1 failed" in err
+    report = read_report(tmp_path / "out" / "tlseg-report.jsonl")
+    assert sorted(r["status"] for r in report) == ["failed", "ok", "ok", "ok"]
+    for i in range(3):
+        assert all(p.is_file() for p in outputs(tmp_path / "out", f"good{i}"))
+
+
+# --- discovery, stems, resume ----------------------------------------------------------------------
+
+
+def test_folder_glob_and_recursive_discovery(capsys, tmp_path, fake_engine) -> None:
+    write_page(tmp_path / "a" / "p.png")
+    write_page(tmp_path / "a" / "deep" / "q.TIF")
+    write_page(tmp_path / "b" / "p.png")  # same stem as a/p.png
+    write_page(tmp_path / "c" / "r.jpg")
+    (tmp_path / "a" / "readme.txt").write_text("not a page")
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "segment", tmp_path / "a", str(tmp_path / "b") + "/*.png",
+                       str(tmp_path / "c" / "*.jpg"), "-o", out, "-j", "1")
+    assert code == 0, err
+    stems = sorted(r["stem"] for r in read_report(out / "tlseg-report.jsonl"))
+    assert stems == ["a_p", "b_p", "r"]
+    code, _, err = run(capsys, "segment", tmp_path / "a", "-o", tmp_path / "out2", "--recursive", "-q")
+    assert code == 0 and err == ""
+    assert sorted(r["stem"] for r in read_report(tmp_path / "out2" / "tlseg-report.jsonl")) == ["p", "q"]
+
+
+def test_resume_and_overwrite(capsys, tmp_path, fake_engine) -> None:
+    pages = [write_page(tmp_path / f"p{i}.png") for i in range(3)]
+    out = tmp_path / "out"
+    assert run(capsys, "segment", pages[0], "-o", out)[0] == 0
+    mtime = (out / "p0.dat").stat().st_mtime_ns
+    code, _, err = run(capsys, "segment", *pages, "-o", out, "-j", "1")
+    assert code == 0 and "2 ok, 1 skipped, 0 failed" in err
+    assert (out / "p0.dat").stat().st_mtime_ns == mtime
+    code, _, err = run(capsys, "segment", *pages, "-o", out, "-j", "1", "--overwrite")
+    assert code == 0 and "3 ok, 0 skipped" in err
+    assert (out / "p0.dat").stat().st_mtime_ns != mtime
+
+
+def test_progress_and_summary_on_stderr(capsys, tmp_path, fake_engine) -> None:
+    pages = [write_page(tmp_path / f"p{i}.png") for i in range(2)]
+    code, out, err = run(capsys, "segment", *pages, "-o", tmp_path / "out", "-j", "1")
+    assert code == 0 and out == ""
+    assert "[1/2] p0.png" in err and "[2/2] p1.png" in err and "pages/min" in err
+    assert "2 ok, 0 skipped, 0 failed of 2 page(s)" in err
+    code, _, err = run(capsys, "segment", pages[0], "-o", tmp_path / "one")
+    assert "p0.png: ink" in err and "p0.png: labelling" in err
+
+
+def test_report_option_and_params_in_json(capsys, tmp_path, fake_engine) -> None:
+    page = write_page(tmp_path / "p.png")
+    code, _, _ = run(capsys, "segment", page, "-o", tmp_path / "out", "--report", tmp_path / "r.jsonl",
+                     "--seed", "7", "--update-rule", "convex", "--set", "damping=0.2")
+    assert code == 0
+    assert read_report(tmp_path / "r.jsonl")[0]["status"] == "ok"
+    meta = json.loads((tmp_path / "out" / "p.json").read_text())
+    assert meta["parameters"]["seed"] == 7 and meta["parameters"]["update_rule"] == "convex"
+    assert meta["parameters"]["damping"] == 0.2 and meta["seed"] == 7
+
+
+# --- interruption ------------------------------------------------------------------------------------
+
+
+def test_keyboard_interrupt_exits_130_and_rerun_completes(capsys, tmp_path, fake_engine, monkeypatch) -> None:
+    pages = [write_page(tmp_path / "a.png"), write_page(tmp_path / "b_interrupt.png"),
+             write_page(tmp_path / "c.png")]
+    out = tmp_path / "out"
+    code, _, err = run(capsys, "segment", *pages, "-o", out, "-j", "1")
+    assert code == 130 and "interrupted" in err and "Traceback" not in err
+    assert all(p.is_file() for p in outputs(out, "a")) and no_temp_files(out)
+    monkeypatch.setenv("TLSEG_TEST_NO_INTERRUPT", "1")
+    code, _, err = run(capsys, "segment", *pages, "-o", out, "-j", "1")
+    assert code == 0 and "2 ok, 1 skipped" in err
+
+
+_DRIVER = """
+import functools, sys
+sys.path.insert(0, {tests!r})
+import test_batch
+from engine import batch, cli
+batch.run_batch = functools.partial(batch.run_batch, segment_fn=test_batch.fake_segment)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_sigint_to_a_parallel_batch_leaves_whole_files(tmp_path: Path) -> None:
+    """A real Ctrl-C (SIGINT to the tlseg process) while two workers are busy: exit 130 quickly,
+    no temporary or partial files, and a rerun finishes the rest."""
+    pages = [write_page(tmp_path / "in" / f"p{i}_slow.png") for i in range(8)]
+    out = tmp_path / "out"
+    argv = [sys.executable, "-c", _DRIVER.format(tests=str(TESTS)), "segment", str(tmp_path / "in"),
+            "-o", str(out), "-j", "2"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    report = out / "tlseg-report.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (report.exists() and report.read_text().strip()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - t0 < 5
+    assert "interrupted" in err and "Traceback" not in err
+    assert no_temp_files(out)
+    done = [p.stem for p in pages if all(f.is_file() for f in outputs(out, p.stem))]
+    assert 1 <= len(done) < len(pages)
+    for stem in done:
+        json.loads((out / f"{stem}.json").read_text())  # whole, parseable
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{len(pages) - len(done)} ok, {len(done)} skipped, 0 failed" in proc.stderr
+
+
+# --- the real engine --------------------------------------------------------------------------------
+
+
+@real_engine
+def test_real_segment_jobs_2_equals_jobs_1(capsys, tmp_path) -> None:
+    pages = synthetic_pages(tmp_path / "in", 3)
+    code1, _, err1 = run(capsys, "segment", tmp_path / "in", "-o", tmp_path / "j1", "-j", "1", "--seed", "5")
+    code2, _, err2 = run(capsys, "segment", tmp_path / "in", "-o", tmp_path / "j2", "-j", "2", "--seed", "5")
+    assert code1 == code2 == 0, err1 + err2
+    for page in pages:
+        meta = json.loads((tmp_path / "j1" / f"{page.stem}.json").read_text())
+        assert meta["n_lines"] > 0 and meta["iterations"] >= 1 and meta["seed"] == 5
+        assert {"ink", "em", "finish"} <= set(meta["timings"])
+        for suffix in (".dat", ".labels.png", ".page.xml"):
+            assert deterministic_bytes(tmp_path / "j1" / f"{page.stem}{suffix}") == \
+                   deterministic_bytes(tmp_path / "j2" / f"{page.stem}{suffix}"), (page.stem, suffix)
+
+
+@real_engine
+def test_real_console_script(tmp_path) -> None:
+    """The installed ``tlseg`` entry point on one synthetic page, via a subprocess."""
+    (page,) = synthetic_pages(tmp_path / "in", 1)
+    exe = Path(sys.executable).with_name("tlseg")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "engine.cli"]
+    env = dict(os.environ)
+    proc = subprocess.run([*cmd, "segment", str(page), "-o", str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 ok, 0 skipped, 0 failed" in proc.stderr
+    assert all(p.is_file() for p in outputs(tmp_path / "out", page.stem))

@@ -1,0 +1,91 @@
+"""``tlgui [PAGE]``: the window.  ``tlgui --screenshot OUT.png [--run] PAGE``: render it offscreen.
+
+The screenshot mode opens the page, optionally runs the method to the end, saves a PNG of the
+whole window and exits; it is how the window is checked without a display.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tlgui", description=__doc__.splitlines()[0])
+    parser.add_argument("page", nargs="?", help="page image to open")
+    parser.add_argument("--screenshot", metavar="OUT.png", help="render the window offscreen to this PNG and exit")
+    parser.add_argument("--run", action="store_true", help="with --screenshot: run to the end first")
+    parser.add_argument("--gt", metavar="FILE", help="ground truth to load (label image, .dat, PAGE/ALTO XML)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="with --screenshot: give up after this many s")
+    parser.add_argument("--size", default="1600x1000", help="with --screenshot: window size WxH")
+    return parser
+
+
+def wait_until(app: object, condition: object, timeout: float) -> bool:
+    """Process events until ``condition()`` holds or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        app.processEvents()
+        time.sleep(0.01)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.screenshot:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from .window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("tlgui")
+    app.setOrganizationName("tlgui")
+    window = MainWindow()
+    if args.screenshot:
+        w, h = (int(v) for v in args.size.lower().split("x"))
+        window.resize(w, h)
+    window.show()
+    if args.page:
+        window.open_page(args.page)
+    if not args.screenshot:
+        code = app.exec()
+        window.shutdown()
+        return code
+    return screenshot(app, window, args)
+
+
+def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
+    """Open, optionally run, then save the window as a PNG; 1 when something went wrong."""
+    ok = True
+    if args.page:
+        ok = wait_until(app, lambda: not window.is_busy() and window.session.prep is not None
+                        or bool(window.banner.text()), args.timeout)
+        if ok and args.run and window.session.prep is not None:
+            window.run()
+            ok = wait_until(app, lambda: not window.is_busy(), args.timeout)
+        if ok and args.gt:
+            window.load_ground_truth(args.gt)
+            ok = wait_until(app, lambda: not window.is_busy(), args.timeout)
+    # Let the 30 Hz draw timer paint the last state.
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.01)
+    image = window.grab().toImage()
+    out = Path(args.screenshot)
+    saved = image.save(str(out))
+    print(f"{'wrote' if saved else 'could not write'} {out} ({image.width()}×{image.height()})"
+          + ("" if ok else " — timed out or failed: " + (window.banner.text() or "timeout")))
+    window.shutdown()
+    window.close()
+    return 0 if (saved and ok) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

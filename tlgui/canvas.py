@@ -1,0 +1,522 @@
+"""The page canvas: one pan/zoom view of the page with the method's state drawn over it.
+
+Every layer is created once and then only updated, shown or hidden.  Layers that are hidden
+are not updated at all; they are marked stale and refreshed when shown, so a run costs only
+what is visible.  Costs that scale with the page (50 k samples, 150 k edges, 20 Mpx images)
+are kept vectorised: one scatter recoloured through a palette index, one curve per edge
+colour class, images downsampled with OpenCV.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph import functions as fn
+from pyqtgraph import functions_qimage
+from PySide6.QtCore import QPointF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsPathItem
+
+from engine.model import LineSet, Preparation, Snapshot
+
+pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
+
+#: Colours of lines and of their arg-max samples (tab20-like, readable on paper).
+LINE_COLOURS = np.array([
+    (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
+    (140, 86, 75), (227, 119, 194), (23, 190, 207), (188, 189, 34), (127, 127, 127),
+    (174, 199, 232), (255, 187, 120), (152, 223, 138), (255, 152, 150), (197, 176, 213),
+    (196, 156, 148), (247, 182, 210), (158, 218, 229), (219, 219, 141), (57, 59, 121),
+], dtype=np.uint8)
+N_LEVELS = 64
+POSTERIOR_MODES = ("argmax", "selected", "entropy")
+
+LAYERS = ("page", "labels", "ink", "regions", "graph", "samples", "posterior", "initial",
+          "lines", "mismatch")
+#: Layer -> (shown at start, opacity at start).
+LAYER_DEFAULTS: dict[str, tuple[bool, float]] = {
+    "page": (True, 1.0), "labels": (True, 0.55), "ink": (False, 0.6), "regions": (True, 0.8),
+    "graph": (False, 0.5), "samples": (False, 0.8), "posterior": (True, 0.9),
+    "initial": (True, 0.9), "lines": (True, 0.8), "mismatch": (True, 0.8),
+}
+LAYER_TITLES = {
+    "page": "Page", "labels": "Final labels", "ink": "Ink mask", "regions": "Text regions",
+    "graph": "Delaunay graph", "samples": "Samples", "posterior": "Posterior",
+    "initial": "Initial lines", "lines": "Lines + σt bands", "mismatch": "GT: unmatched lines",
+}
+
+
+def line_colour(i: int) -> QColor:
+    r, g, b = LINE_COLOURS[i % len(LINE_COLOURS)]
+    return QColor(int(r), int(g), int(b))
+
+
+class FastImageItem(pg.ImageItem):
+    """ImageItem whose auto-downsampling uses OpenCV's area filter.
+
+    pyqtgraph downsamples by a float64 mean (about 150 ms on a 20 Mpx page, in the GUI
+    thread); ``cv2.resize(INTER_AREA)`` does the same in a few ms, keeps uint8 and releases
+    the GIL.  Only the image kinds the canvas uses are handled here (uint8 grey with or
+    without a lookup table, uint8 RGBA); anything else falls back to pyqtgraph.
+    """
+
+    def render(self) -> None:
+        image = self.image
+        if image is None or image.size == 0 or image.dtype != np.uint8:
+            return super().render()
+        xds, yds = self._computeDownsampleFactors() if self.autoDownsample else (1, 1)
+        if xds is None:
+            return None
+        if xds > 1 or yds > 1:
+            h, w = image.shape[:2]
+            image = cv2.resize(image, (max(1, w // xds), max(1, h // yds)), interpolation=cv2.INTER_AREA)
+            self._lastDownsample = (xds, yds)
+        lut = self.lut if not callable(self.lut) else None
+        qimage = functions_qimage.try_make_qimage(image, levels=self.levels, lut=lut)
+        if qimage is None:
+            return super().render()
+        self._processingBuffer = None
+        self._displayBuffer = None
+        self.qimage = qimage
+        self._renderRequired = False
+        self._unrenderable = False
+        return None
+
+
+class PaletteScatter(pg.ScatterPlotItem):
+    """A pixel-mode scatter recoloured by an index into a fixed palette, in one array step.
+
+    pyqtgraph's ``setBrush(list)`` looks every point up in its symbol atlas in Python
+    (tens of ms for 50 k points); here the atlas is asked once per palette entry and the
+    points' source rectangles are gathered with one fancy index.
+    """
+
+    def __init__(self, palette: np.ndarray, **kwargs: object) -> None:
+        super().__init__(pxMode=True, **kwargs)
+        self._brushes = np.empty(len(palette), dtype=object)
+        for i, rgba in enumerate(palette):
+            self._brushes[i] = QBrush(QColor(*(int(c) for c in rgba)))
+
+    def set_colour_index(self, index: np.ndarray) -> None:
+        if len(index) != len(self.data):
+            raise ValueError(f"{len(index)} colour indices for {len(self.data)} points")
+        styles = [(self.opts["symbol"], self.opts["size"], self.opts["pen"], b) for b in self._brushes]
+        rects = np.array([tuple(c) for c in self.fragmentAtlas[styles]],
+                         dtype=self.data["sourceRect"].dtype)
+        self.data["brush"] = self._brushes[index]
+        self.data["sourceRect"] = rects[index]
+        self._updateMaxSpotSizes()
+        self.invalidate()
+
+
+def _posterior_palette() -> np.ndarray:
+    """Palette entries: line colours, 'no line' grey, then N_LEVELS of a sequential map."""
+    lines = np.column_stack([LINE_COLOURS, np.full(len(LINE_COLOURS), 255)])
+    none = np.array([[150, 150, 150, 160]])
+    cmap = pg.colormap.get("viridis")
+    levels = cmap.getLookupTable(0.0, 1.0, N_LEVELS, alpha=True)
+    return np.vstack([lines, none, levels]).astype(np.uint8)
+
+
+POSTERIOR_PALETTE = _posterior_palette()
+_NONE_INDEX = len(LINE_COLOURS)
+_LEVEL0 = len(LINE_COLOURS) + 1
+
+
+def posterior_colour_index(snap: Snapshot, mode: str, selected: int) -> np.ndarray:
+    """Palette index per sample for a posterior colouring mode (vectorised)."""
+    if mode == "argmax":
+        arg = snap.posterior_lines[:, 0]
+        return np.where(arg >= 0, arg % len(LINE_COLOURS), _NONE_INDEX).astype(np.intp)
+    if mode == "selected":
+        if selected < 0:
+            return np.full(len(snap.entropy), _LEVEL0, dtype=np.intp)
+        value = snap.posterior_of(selected)
+    elif mode == "entropy":
+        k = max(2, snap.posterior_lines.shape[1])
+        value = snap.entropy / np.log(k)  # top-k entropy is at most log k
+    else:
+        raise ValueError(f"unknown posterior mode {mode!r}")
+    level = np.clip(np.rint(np.nan_to_num(value) * (N_LEVELS - 1)), 0, N_LEVELS - 1)
+    return (_LEVEL0 + level).astype(np.intp)
+
+
+def pairs_xy(points: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x and y arrays of ``edges`` (E, 2) between ``points`` (N, 2), for connect='pairs'."""
+    ends = points[edges.reshape(-1)]
+    return np.ascontiguousarray(ends[:, 0]), np.ascontiguousarray(ends[:, 1])
+
+
+def polygons_path(polys: np.ndarray) -> QPainterPath:
+    """One QPainterPath of many closed polygons ``(P, V, 2)``, built vectorised."""
+    if len(polys) == 0:
+        return QPainterPath()
+    closed = np.concatenate([polys, polys[:, :1]], axis=1)
+    connect = np.ones(closed.shape[:2], dtype=np.int32)
+    connect[:, -1] = 0
+    return fn.arrayToQPath(closed[..., 0].ravel(), closed[..., 1].ravel(), connect=connect.ravel())
+
+
+def segments_path(segs: np.ndarray) -> QPainterPath:
+    if len(segs) == 0:
+        return QPainterPath()
+    return fn.arrayToQPath(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+
+
+def region_outlines(prep: Preparation) -> np.ndarray:
+    """Convex hull of each region's samples as segment pairs ``(S, 2, 2)``."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    segs = []
+    for region in prep.regions:
+        pts = prep.samples[prep.sample_region == region.index]
+        if len(pts) >= 3:
+            try:
+                hull = pts[ConvexHull(pts).vertices]
+            except QhullError:
+                hull = None
+        else:
+            hull = None
+        if hull is None:  # degenerate region: its bounding box
+            x0, y0, x1, y1 = region.bbox
+            hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
+        segs.append(np.stack([hull, np.roll(hull, -1, axis=0)], axis=1))
+    return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
+
+
+def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
+    """Euclidean distance from point ``p`` (2,) to each segment ``(L, 2, 2)``."""
+    a, b = segs[:, 0], segs[:, 1]
+    ab = b - a
+    t = np.clip(((p - a) * ab).sum(1) / np.maximum((ab * ab).sum(1), 1e-12), 0.0, 1.0)
+    return np.hypot(*(a + ab * t[:, None] - p).T)
+
+
+@dataclass
+class Layer:
+    """Graphics items drawn together, with their toggle state and a stale flag."""
+
+    name: str
+    items: list = field(default_factory=list)
+    visible: bool = True
+    opacity: float = 1.0
+    stale: bool = False
+    refresh: Callable[[], None] | None = None
+
+    def apply(self) -> None:
+        for item in self.items:
+            item.setVisible(self.visible)
+            item.setOpacity(self.opacity)
+
+
+class PageCanvas(pg.GraphicsLayoutWidget):
+    """The page view.  Signals: ``lineClicked(index)`` (-1 = empty place) and
+    ``pageClicked(x, y, modifiers)`` (a click in page coordinates, for the editor)."""
+
+    lineClicked = Signal(int)
+    pageClicked = Signal(float, float, object)
+
+    def __init__(self, parent: object = None) -> None:
+        super().__init__(parent=parent)
+        self.setBackground("#202020")
+        self.view: pg.ViewBox = self.addViewBox(lockAspect=True, invertY=True, enableMenu=False)
+        self.prep: Preparation | None = None
+        self.snapshot: Snapshot | None = None
+        self.selected = -1
+        self.posterior_mode = "argmax"
+        self.initial_segments = np.zeros((0, 2, 2))
+        self.redraw_ms: list[float] = []  # time spent in show_snapshot, for the report
+        self.layers: dict[str, Layer] = {}
+        self._build_layers()
+        self.scene().sigMouseClicked.connect(self._on_click)
+
+    # --- construction ----------------------------------------------------------------------
+    def _add(self, name: str, item: object, z: float) -> None:
+        item.setZValue(z)
+        self.view.addItem(item)
+        self.layers[name].items.append(item)
+
+    def _build_layers(self) -> None:
+        for z, name in enumerate(LAYERS):
+            shown, opacity = LAYER_DEFAULTS[name]
+            self.layers[name] = Layer(name, visible=shown, opacity=opacity)
+        self.page_item = FastImageItem(autoDownsample=True)
+        self._add("page", self.page_item, 0)
+        self.labels_item = FastImageItem(autoDownsample=True)
+        self._add("labels", self.labels_item, 1)
+        self.ink_item = FastImageItem(autoDownsample=True)
+        ramp = np.zeros((256, 4), dtype=np.uint8)
+        ramp[:, 0], ramp[:, 1], ramp[:, 2] = 230, 40, 40
+        ramp[:, 3] = np.arange(256)  # downsampled ink fades instead of disappearing
+        self.ink_item.setLookupTable(ramp)
+        self._add("ink", self.ink_item, 2)
+        self.region_item = pg.PlotCurveItem(pen=pg.mkPen("#ffd000", width=2, style=Qt.PenStyle.DashLine))
+        self._add("regions", self.region_item, 3)
+        self.edge_items = {
+            "same": pg.PlotCurveItem(pen=pg.mkPen((60, 200, 60), width=1)),
+            "different": pg.PlotCurveItem(pen=pg.mkPen((240, 60, 60), width=1)),
+            "cut": pg.PlotCurveItem(pen=pg.mkPen((120, 120, 120), width=1)),
+        }
+        for item in self.edge_items.values():
+            self._add("graph", item, 4)
+        self.samples_item = pg.ScatterPlotItem(pxMode=True, size=3, pen=None, brush=pg.mkBrush(0, 160, 255))
+        self._add("samples", self.samples_item, 5)
+        self.posterior_item = PaletteScatter(POSTERIOR_PALETTE, size=4, pen=None)
+        self._add("posterior", self.posterior_item, 6)
+        self.initial_item = pg.PlotCurveItem(pen=pg.mkPen("#00e5ff", width=2, style=Qt.PenStyle.DashLine))
+        self._add("initial", self.initial_item, 7)
+        self.band_items: list[QGraphicsPathItem] = []
+        self.centre_items: list[QGraphicsPathItem] = []
+        for i in range(len(LINE_COLOURS)):
+            colour = line_colour(i)
+            band = QGraphicsPathItem()
+            fill = QColor(colour)
+            fill.setAlpha(70)
+            band.setBrush(QBrush(fill))
+            band.setPen(QPen(Qt.PenStyle.NoPen))
+            centre = QGraphicsPathItem()
+            pen = QPen(colour, 2)
+            pen.setCosmetic(True)
+            centre.setPen(pen)
+            self.band_items.append(band)
+            self.centre_items.append(centre)
+            self._add("lines", band, 8)
+            self._add("lines", centre, 8.5)
+        self.selected_item = QGraphicsPathItem()
+        pen = QPen(QColor("#ffff00"), 3)
+        pen.setCosmetic(True)
+        self.selected_item.setPen(pen)
+        self.selected_item.setZValue(20)
+        self.view.addItem(self.selected_item)
+        self.mismatch_item = FastImageItem(autoDownsample=True)
+        self._add("mismatch", self.mismatch_item, 9)
+
+        self.layers["graph"].refresh = self._draw_graph
+        self.layers["samples"].refresh = self._draw_samples
+        self.layers["posterior"].refresh = self._draw_posterior
+        self.layers["lines"].refresh = self._draw_lines
+        self.layers["ink"].refresh = self._draw_ink
+        for layer in self.layers.values():
+            layer.apply()
+
+    # --- layer switches ----------------------------------------------------------------------
+    def set_layer_visible(self, name: str, visible: bool) -> None:
+        layer = self.layers[name]
+        layer.visible = visible
+        if visible and layer.stale and layer.refresh is not None:
+            layer.stale = False
+            layer.refresh()
+        layer.apply()
+
+    def set_layer_opacity(self, name: str, opacity: float) -> None:
+        self.layers[name].opacity = opacity
+        self.layers[name].apply()
+
+    def _update(self, name: str) -> None:
+        """Redraw a layer now if it is shown, else remember that it is stale."""
+        layer = self.layers[name]
+        if layer.visible and layer.refresh is not None:
+            layer.stale = False
+            layer.refresh()
+        else:
+            layer.stale = True
+
+    # --- data in -----------------------------------------------------------------------------
+    def set_page(self, gray: np.ndarray | None) -> None:
+        """Show a new page and forget everything drawn over the previous one."""
+        self.prep = None
+        self.snapshot = None
+        self.selected = -1
+        if gray is None:
+            self.page_item.clear()
+        else:
+            self.page_item.setImage(gray, levels=(0, 255), autoLevels=False)
+            h, w = gray.shape[:2]
+            self.view.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
+        for item in (self.labels_item, self.mismatch_item, self.ink_item):
+            item.clear()
+        for item in self.edge_items.values():
+            item.setData([], [])
+        self.region_item.setData([], [])
+        self.samples_item.clear()
+        self.posterior_item.clear()
+        self.set_initial_segments(np.zeros((0, 2, 2)))
+        self._clear_lines()
+
+    def set_prep(self, prep: Preparation) -> None:
+        """The preparation of the shown page: samples, graph, regions, ink."""
+        self.prep = prep
+        self.snapshot = None
+        if self.page_item.image is None or self.page_item.image.shape != prep.gray.shape:
+            self.set_page(prep.gray)
+            self.prep = prep
+        # Edges of the Delaunay graph that the MRF dropped (between regions) never change.
+        cut = _edge_difference(prep.delaunay_edges, prep.edges)
+        self._cut_xy = pairs_xy(prep.samples, cut)
+        segs = region_outlines(prep)
+        self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+        self.posterior_item.setData(pos=prep.samples)
+        self.posterior_item.set_colour_index(np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp))
+        self._clear_lines()
+        self.labels_item.clear()
+        self.mismatch_item.clear()
+        for name in ("samples", "graph", "ink", "posterior"):
+            self._update(name)
+
+    def set_initial_segments(self, segs: np.ndarray) -> None:
+        self.initial_segments = np.asarray(segs, dtype=float).reshape(-1, 2, 2)
+        s = self.initial_segments
+        self.initial_item.setData(s[..., 0].ravel(), s[..., 1].ravel(), connect="pairs")
+
+    def show_snapshot(self, snap: Snapshot | None) -> None:
+        """Draw the state of one snapshot on every shown layer (stale-mark the others)."""
+        t0 = time.perf_counter()
+        self.snapshot = snap
+        if snap is not None and self.selected >= len(snap.lines):
+            self.selected = -1
+        for name in ("posterior", "graph", "lines"):
+            self._update(name)
+        self.redraw_ms.append((time.perf_counter() - t0) * 1e3)
+
+    def set_labels(self, rgba: np.ndarray | None) -> None:
+        if rgba is None:
+            self.labels_item.clear()
+        else:
+            self.labels_item.setImage(rgba, levels=None, autoLevels=False)
+
+    def set_mismatch(self, rgba: np.ndarray | None) -> None:
+        if rgba is None:
+            self.mismatch_item.clear()
+        else:
+            self.mismatch_item.setImage(rgba, levels=None, autoLevels=False)
+
+    def set_posterior_mode(self, mode: str) -> None:
+        if mode not in POSTERIOR_MODES:
+            raise ValueError(f"unknown posterior mode {mode!r}")
+        self.posterior_mode = mode
+        self._update("posterior")
+
+    def set_selected(self, index: int) -> None:
+        self.selected = index
+        self._draw_selected()
+        if self.posterior_mode == "selected":
+            self._update("posterior")
+
+    # --- layer painters ------------------------------------------------------------------------
+    def _draw_ink(self) -> None:
+        if self.prep is None:
+            self.ink_item.clear()
+            return
+        # uint8 0/255 with an alpha ramp lookup table: downsampled strokes stay visible.
+        self.ink_item.setImage(self.prep.ink.view(np.uint8) * np.uint8(255), levels=None, autoLevels=False)
+
+    def _draw_samples(self) -> None:
+        if self.prep is None:
+            self.samples_item.clear()
+            return
+        self.samples_item.setData(pos=self.prep.samples)
+
+    def _draw_posterior(self) -> None:
+        snap, prep = self.snapshot, self.prep
+        if prep is None or len(self.posterior_item.data) != len(prep.samples):
+            return
+        if snap is None or len(snap.entropy) != len(prep.samples):
+            index = np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp)
+        else:
+            index = posterior_colour_index(snap, self.posterior_mode, self.selected)
+        self.posterior_item.set_colour_index(index)
+
+    def _draw_graph(self) -> None:
+        prep, snap = self.prep, self.snapshot
+        if prep is None:
+            for item in self.edge_items.values():
+                item.setData([], [])
+            return
+        self.edge_items["cut"].setData(*self._cut_xy, connect="pairs")
+        edges = prep.edges
+        if snap is None or len(snap.entropy) != len(prep.samples):
+            same = np.ones(len(edges), dtype=bool)
+        else:
+            arg = snap.posterior_lines[:, 0]
+            same = arg[edges[:, 0]] == arg[edges[:, 1]]
+        self.edge_items["same"].setData(*pairs_xy(prep.samples, edges[same]), connect="pairs")
+        self.edge_items["different"].setData(*pairs_xy(prep.samples, edges[~same]), connect="pairs")
+
+    def _clear_lines(self) -> None:
+        for item in self.band_items + self.centre_items:
+            item.setPath(QPainterPath())
+        self.selected_item.setPath(QPainterPath())
+
+    def _draw_lines(self) -> None:
+        snap = self.snapshot
+        if snap is None or len(snap.lines) == 0:
+            self._clear_lines()
+            return
+        lines = snap.lines
+        bands = lines.band()
+        segs = lines.segments()
+        colour = np.arange(len(lines)) % len(LINE_COLOURS)
+        for k in range(len(LINE_COLOURS)):
+            mine = colour == k
+            self.band_items[k].setPath(polygons_path(bands[mine]))
+            self.centre_items[k].setPath(segments_path(segs[mine]))
+        self._draw_selected()
+
+    def _draw_selected(self) -> None:
+        snap = self.snapshot
+        if snap is None or not (0 <= self.selected < len(snap.lines)):
+            self.selected_item.setPath(QPainterPath())
+            return
+        one = snap.lines.take([self.selected])
+        path = polygons_path(one.band())
+        path.addPath(segments_path(one.segments()))
+        self.selected_item.setPath(path)
+
+    # --- picking -------------------------------------------------------------------------------
+    def current_lines(self) -> LineSet | None:
+        return None if self.snapshot is None else self.snapshot.lines
+
+    def pixel_size(self) -> float:
+        """Page pixels per screen pixel at the current zoom."""
+        px = self.view.viewPixelSize()
+        return float(max(px[0], px[1], 1e-6))
+
+    def line_at(self, x: float, y: float, tolerance_px: float = 8.0) -> int:
+        lines = self.current_lines()
+        if lines is None or len(lines) == 0:
+            return -1
+        d = distance_to_segments(np.array([x, y]), lines.segments())
+        # Inside a band counts as a hit too: sigma_t is the line's own width.
+        d = d - lines.sigma_t
+        best = int(np.argmin(d))
+        return best if d[best] <= tolerance_px * self.pixel_size() else -1
+
+    def _on_click(self, event: object) -> None:
+        if event.button() != Qt.MouseButton.LeftButton or event.isAccepted():
+            return
+        pos: QPointF = self.view.mapSceneToView(event.scenePos())
+        self.pageClicked.emit(float(pos.x()), float(pos.y()), event.modifiers())
+        self.lineClicked.emit(self.line_at(pos.x(), pos.y()))
+
+    def close_items(self) -> None:
+        """Remove every item before the widget goes (pyqtgraph items outliving it crash)."""
+        for layer in self.layers.values():
+            for item in layer.items:
+                self.view.removeItem(item)
+            layer.items.clear()
+        self.view.removeItem(self.selected_item)
+
+
+def _edge_difference(all_edges: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Rows of ``all_edges`` not in ``kept`` (both (E, 2), either orientation), vectorised."""
+    if len(all_edges) == 0:
+        return np.zeros((0, 2), dtype=np.intp)
+    a = np.sort(all_edges, axis=1).astype(np.int64)
+    k = np.sort(kept, axis=1).astype(np.int64) if len(kept) else np.zeros((0, 2), np.int64)
+    n = int(max(a.max(), k.max() if len(k) else 0)) + 1
+    return all_edges[~np.isin(a[:, 0] * n + a[:, 1], k[:, 0] * n + k[:, 1])]

@@ -1,0 +1,417 @@
+"""Side and bottom panels: layers, line table, parameters, ground truth, convergence plots."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSlider,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.model import LineSet
+from engine.params import PREPARATION_FIELDS, Parameters, ParameterError
+
+from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, POSTERIOR_MODES, line_colour
+from .session import Session, lines_table
+
+# --------------------------------------------------------------------------------------------- layers
+
+
+class LayerPanel(QWidget):
+    """One row per layer: a check box and an opacity slider; plus the posterior colouring."""
+
+    visibilityChanged = Signal(str, bool)
+    opacityChanged = Signal(str, float)
+    posteriorModeChanged = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        grid = QGridLayout(self)
+        grid.setContentsMargins(4, 4, 4, 4)
+        self.checks: dict[str, QCheckBox] = {}
+        self.sliders: dict[str, QSlider] = {}
+        for row, name in enumerate(LAYERS):
+            shown, opacity = LAYER_DEFAULTS[name]
+            check = QCheckBox(LAYER_TITLES[name])
+            check.setChecked(shown)
+            check.setObjectName(f"layer-{name}")
+            check.toggled.connect(self._on_toggled)
+            slider = QSlider(Qt.Orientation.Horizontal)
+            slider.setRange(0, 100)
+            slider.setValue(int(round(opacity * 100)))
+            slider.setObjectName(f"opacity-{name}")
+            slider.setMaximumWidth(90)
+            slider.valueChanged.connect(self._on_slider)
+            grid.addWidget(check, row, 0)
+            grid.addWidget(slider, row, 1)
+            self.checks[name] = check
+            self.sliders[name] = slider
+        self.mode = QComboBox()
+        self.mode.addItems(["arg-max line colour", "selected line's posterior", "entropy"])
+        self.mode.currentIndexChanged.connect(self._on_mode)
+        grid.addWidget(QLabel("Posterior shows"), len(LAYERS), 0)
+        grid.addWidget(self.mode, len(LAYERS) + 1, 0, 1, 2)
+
+    def _on_toggled(self, checked: bool) -> None:
+        name = self.sender().objectName().removeprefix("layer-")
+        self.visibilityChanged.emit(name, checked)
+
+    def _on_slider(self, value: int) -> None:
+        name = self.sender().objectName().removeprefix("opacity-")
+        self.opacityChanged.emit(name, value / 100.0)
+
+    def _on_mode(self, index: int) -> None:
+        self.posteriorModeChanged.emit(POSTERIOR_MODES[index])
+
+
+# --------------------------------------------------------------------------------------------- lines
+
+COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior", "GT")
+
+
+class LineTableModel(QAbstractTableModel):
+    """The lines of the displayed state, straight from the LineSet arrays (no item objects)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values = np.zeros((0, 8))
+        self.matched: np.ndarray | None = None  # bool per row, when ground truth is loaded
+
+    def set_lines(self, lines: LineSet | None, matched: np.ndarray | None = None) -> None:
+        self.beginResetModel()
+        self.values = lines_table(lines) if lines is not None else np.zeros((0, 8))
+        self.matched = matched if matched is not None and len(matched) == len(self.values) else None
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self.values)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+                   ) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        row, col = index.row(), index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == 8:
+                if self.matched is None:
+                    return ""
+                return "✓" if self.matched[row] else "✗"
+            v = self.values[row, col]
+            if col in (0, 1):
+                return str(int(v))
+            if col == 7:
+                return f"{v:.3f}"
+            return f"{v:.4g}" if col == 2 else f"{v:.1f}"
+        if role == Qt.ItemDataRole.DecorationRole and col == 0:
+            return line_colour(row)
+        if role == Qt.ItemDataRole.BackgroundRole and self.matched is not None and not self.matched[row]:
+            return QBrush(QColor(255, 90, 90, 90))
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class LineTable(QTableView):
+    """Line table; selection goes both ways with the canvas (``lineSelected``)."""
+
+    lineSelected = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.table_model = LineTableModel()
+        self.setModel(self.table_model)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(18)
+        self.horizontalHeader().setDefaultSectionSize(52)
+        self.selectionModel().selectionChanged.connect(self._on_selection)
+        self._quiet = False
+
+    def set_lines(self, lines: LineSet | None, selected: int, matched: np.ndarray | None = None) -> None:
+        self._quiet = True
+        self.table_model.set_lines(lines, matched)
+        self.select_line(selected)
+        self._quiet = False
+
+    def select_line(self, index: int) -> None:
+        self._quiet = True
+        if 0 <= index < self.table_model.rowCount():
+            self.selectRow(index)
+            self.scrollTo(self.table_model.index(index, 0))
+        else:
+            self.clearSelection()
+        self._quiet = False
+
+    def _on_selection(self, *_args: object) -> None:
+        if self._quiet:
+            return
+        rows = self.selectionModel().selectedRows()
+        self.lineSelected.emit(rows[0].row() if rows else -1)
+
+
+# --------------------------------------------------------------------------------------------- params
+
+_CHOICES = {"update_rule": ("bethe", "convex"), "regression": ("rotation_invariant", "paper")}
+
+
+class ParameterPanel(QScrollArea):
+    """Every Parameters field with its default; validates as you type.
+
+    ``changed(params)`` fires with each valid set.  An invalid value shows the engine's
+    ParameterError message and keeps the last valid parameters.
+    """
+
+    changed = Signal(object)
+
+    def __init__(self, params: Parameters, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        body = QWidget()
+        outer = QVBoxLayout(body)
+        self.form = QFormLayout()
+        outer.addLayout(self.form)
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setObjectName("param-message")
+        outer.addWidget(self.message)
+        reset = QPushButton("Reset to defaults")
+        reset.clicked.connect(self.reset_defaults)
+        outer.addWidget(reset)
+        outer.addStretch(1)
+        self.setWidget(body)
+        self.params = params
+        self.prepared_with: Parameters | None = None
+        self.editors: dict[str, QWidget] = {}
+        defaults = Parameters()
+        for f in fields(Parameters):
+            if f.name == "_extra":
+                continue
+            value = getattr(params, f.name)
+            if f.name in _CHOICES:
+                editor = QComboBox()
+                editor.addItems(list(_CHOICES[f.name]))
+                editor.setCurrentText(value)
+                editor.currentTextChanged.connect(self._on_edit)
+            elif isinstance(getattr(defaults, f.name), bool):
+                editor = QCheckBox()
+                editor.setChecked(value)
+                editor.toggled.connect(self._on_edit)
+            else:
+                editor = QLineEdit(self._format(value))
+                editor.textChanged.connect(self._on_edit)
+            editor.setObjectName(f"param-{f.name}")
+            editor.setToolTip(f"default: {self._format(getattr(defaults, f.name))}")
+            label = f.name + (" ◆" if f.name in PREPARATION_FIELDS else "")
+            self.form.addRow(label, editor)
+            self.editors[f.name] = editor
+        self.form.addRow(QLabel("◆ needs a new preparation"))
+
+    @staticmethod
+    def _format(value: object) -> str:
+        if isinstance(value, tuple):
+            return ", ".join(f"{v:g}" for v in value)
+        if isinstance(value, float):
+            return f"{value:.6g}"
+        return str(value)
+
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, editor in self.editors.items():
+            if isinstance(editor, QComboBox):
+                out[name] = editor.currentText()
+            elif isinstance(editor, QCheckBox):
+                out[name] = editor.isChecked()
+            else:
+                text = editor.text().strip()
+                if name == "moments":
+                    out[name] = [_number(t) for t in text.replace(";", ",").split(",") if t.strip()]
+                else:
+                    out[name] = _number(text)
+        return out
+
+    def _on_edit(self, *_args: object) -> None:
+        try:
+            params = Parameters.from_dict(self.values())
+        except ParameterError as exc:
+            self.message.setStyleSheet("color: #e53935;")
+            self.message.setText(str(exc))
+            return
+        except (TypeError, ValueError) as exc:
+            self.message.setStyleSheet("color: #e53935;")
+            self.message.setText(f"invalid value: {exc}")
+            return
+        self.params = params
+        self.show_status()
+        self.changed.emit(params)
+
+    def needs_preparation(self) -> bool:
+        """Whether the current parameters differ from the preparation's in a stage 1-6 field."""
+        if self.prepared_with is None:
+            return False
+        return any(getattr(self.params, f) != getattr(self.prepared_with, f) for f in PREPARATION_FIELDS)
+
+    def show_status(self) -> None:
+        if self.needs_preparation():
+            self.message.setStyleSheet("color: #f9a825;")
+            self.message.setText("needs a new preparation (done on Run)")
+        else:
+            self.message.setStyleSheet("")
+            self.message.setText("")
+
+    def set_params(self, params: Parameters) -> None:
+        for name, editor in self.editors.items():
+            value = getattr(params, name)
+            editor.blockSignals(True)
+            if isinstance(editor, QComboBox):
+                editor.setCurrentText(value)
+            elif isinstance(editor, QCheckBox):
+                editor.setChecked(value)
+            else:
+                editor.setText(self._format(value))
+            editor.blockSignals(False)
+        self._on_edit()
+
+    def reset_defaults(self) -> None:
+        self.set_params(Parameters())
+
+    def to_json(self) -> str:
+        return json.dumps(self.params.to_dict(), sort_keys=True)
+
+
+def _number(text: str) -> int | float | str:
+    """Parse a typed number (int when it looks like one); leave other text for the validator."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+# --------------------------------------------------------------------------------------------- plots
+
+
+class PlotsPanel(QWidget):
+    """KL change, line count, θ0 θ1 θ2 and log-likelihood over the run, with a marker at the
+    displayed snapshot.  Curves are rebuilt from the session's series (cheap: one point per
+    snapshot); the marker moves alone when scrubbing."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.plots: dict[str, pg.PlotWidget] = {}
+        self.curves: dict[str, list[pg.PlotDataItem]] = {}
+        self.markers: dict[str, pg.InfiniteLine] = {}
+        specs = {
+            "kl": ("KL change", [("kl", "#4fc3f7")]),
+            "lines": ("lines", [("lines", "#aed581")]),
+            "theta": ("θ0 θ1 θ2", [("θ0", "#ef5350"), ("θ1", "#ffca28"), ("θ2", "#ab47bc")]),
+            "loglik": ("log-likelihood", [("ll", "#90caf9")]),
+        }
+        for key, (title, curves) in specs.items():
+            plot = pg.PlotWidget(title=title)
+            plot.setMinimumHeight(120)
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setLabel("bottom", "iteration")
+            if key == "theta":
+                plot.addLegend(offset=(-5, 5))
+            self.curves[key] = [plot.plot([], [], pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=4,
+                                          symbolBrush=colour, symbolPen=None, name=name)
+                                for name, colour in curves]
+            marker = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#ffff00", width=1))
+            marker.setVisible(False)
+            plot.addItem(marker)
+            self.plots[key] = plot
+            self.markers[key] = marker
+            layout.addWidget(plot)
+        self.plots["kl"].setLogMode(y=True)
+
+    def set_series(self, series: dict[str, np.ndarray]) -> None:
+        x = series["x"]
+        em = np.isfinite(x)
+        kl = np.maximum(series["kl"], 1e-12)  # log axis: no zeros
+        self.curves["kl"][0].setData(x[em], kl[em])
+        self.curves["lines"][0].setData(x, series["lines"])
+        for i in range(3):
+            self.curves["theta"][i].setData(x, series["theta"][:, i] if len(x) else [])
+        self.curves["loglik"][0].setData(x, series["loglik"])
+
+    def set_marker(self, x: float | None) -> None:
+        for marker in self.markers.values():
+            marker.setVisible(x is not None)
+            if x is not None:
+                marker.setValue(x)
+
+    def close_plots(self) -> None:
+        for plot in self.plots.values():
+            plot.close()
+
+
+# --------------------------------------------------------------------------------------------- ground truth
+
+
+class GroundTruthPanel(QWidget):
+    """DR / RA / FM of the final labels against a loaded ground truth."""
+
+    loadRequested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        row = QHBoxLayout()
+        button = QPushButton("Load ground truth…")
+        button.clicked.connect(self.loadRequested)
+        row.addWidget(button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self.label = QLabel("no ground truth loaded")
+        self.label.setObjectName("gt-score")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.label)
+
+    def show_score(self, score: Any, gt_name: str) -> None:
+        self.label.setText(
+            f"<b>{gt_name}</b><br>DR {score.dr:.3f} &nbsp; RA {score.ra:.3f} &nbsp; "
+            f"<b>FM {score.fm:.3f}</b><br>{score.o2o} one-to-one of {score.n} GT / {score.m} result lines")
+
+    def show_text(self, text: str) -> None:
+        self.label.setText(text)
+
+
+def session_summary(session: Session) -> str:
+    snap = session.current_snapshot()
+    if snap is None:
+        return ""
+    sweep = f" sweep {snap.sweep}" if snap.sweep is not None else ""
+    return f"iteration {snap.iteration}{sweep} · {len(snap.lines)} lines"

@@ -1,0 +1,233 @@
+"""The data model behind the window: plain Python objects that know nothing of Qt.
+
+The window observes them (napari-style): a model method changes its state and then calls its
+observers with an event name; widgets subscribe and redraw.  Keeping the snapshot history
+here, and not in widgets, lets the slider replay any computed state exactly and lets tests
+drive the model without a window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.model import LineSet, Preparation, Segmentation, Snapshot
+
+Observer = Callable[..., None]
+
+
+class Observable:
+    """Minimal observer pattern: ``subscribe(event, fn)`` then ``_notify(event, *args)``."""
+
+    def __init__(self) -> None:
+        self._observers: dict[str, list[Observer]] = {}
+
+    def subscribe(self, event: str, fn: Observer) -> None:
+        self._observers.setdefault(event, []).append(fn)
+
+    def _notify(self, event: str, *args: Any) -> None:
+        for fn in list(self._observers.get(event, ())):
+            fn(*args)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Ground-truth comparison of the final labels (from :func:`engine.metric.contest_metric`)."""
+
+    score: Any                      # the engine's score object (n, m, o2o, dr, ra, fm, ...)
+    matched_result: np.ndarray      # bool (M,): result line k+1 matched one-to-one
+    gt_path: str
+
+
+class Session(Observable):
+    """One page and everything computed on it.
+
+    Events: ``page`` (a page was opened), ``prepared``, ``snapshot`` (one appended),
+    ``current`` (the displayed snapshot changed), ``finished``, ``cleared`` (history dropped),
+    ``stage`` (text), ``metrics``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.path: str | None = None
+        self.prep: Preparation | None = None
+        self.snapshots: list[Snapshot] = []
+        self.segmentation: Segmentation | None = None
+        self.label_rgba: np.ndarray | None = None
+        self.metrics: Metrics | None = None
+        self.current: int = -1
+        self.stage: str = "idle"
+        # Parameters the preparation was built with and that the EM run used.
+        self.run_params: Any = None
+
+    # --- page and preparation -------------------------------------------------------------
+    def open(self, path: str) -> None:
+        self.path = path
+        self.prep = None
+        self._drop_history()
+        self._notify("page", path)
+
+    def set_prepared(self, prep: Preparation) -> None:
+        self.prep = prep
+        self._drop_history()
+        self._notify("prepared", prep)
+
+    def set_stage(self, stage: str) -> None:
+        self.stage = stage
+        self._notify("stage", stage)
+
+    # --- snapshots ------------------------------------------------------------------------
+    def add_snapshot(self, snap: Snapshot, follow: bool = True) -> None:
+        """Append ``snap``; move the displayed state to it when ``follow`` (slider at the end)."""
+        self.snapshots.append(snap)
+        self._notify("snapshot", len(self.snapshots) - 1)
+        if follow:
+            self.set_current(len(self.snapshots) - 1)
+
+    def set_current(self, index: int) -> None:
+        index = int(np.clip(index, -1, len(self.snapshots) - 1))
+        if index != self.current:
+            self.current = index
+            self._notify("current", index)
+
+    def current_snapshot(self) -> Snapshot | None:
+        return self.snapshots[self.current] if 0 <= self.current < len(self.snapshots) else None
+
+    def at_end(self) -> bool:
+        return self.current == len(self.snapshots) - 1
+
+    def set_finished(self, seg: Segmentation, label_rgba: np.ndarray) -> None:
+        self.segmentation = seg
+        self.label_rgba = label_rgba
+        self.metrics = None
+        self._notify("finished", seg)
+
+    def set_metrics(self, metrics: Metrics | None) -> None:
+        self.metrics = metrics
+        self._notify("metrics", metrics)
+
+    def clear_run(self) -> None:
+        """Forget the EM run (snapshots, result), keep the preparation."""
+        self._drop_history()
+
+    def _drop_history(self) -> None:
+        self.snapshots = []
+        self.segmentation = None
+        self.label_rgba = None
+        self.metrics = None
+        self.current = -1
+        self._notify("cleared")
+
+    # --- series for the plots ------------------------------------------------------------
+    def series(self) -> dict[str, np.ndarray]:
+        """Per-snapshot x position and the plotted quantities, one entry per snapshot."""
+        snaps = self.snapshots
+        return {
+            "x": np.array([snapshot_x(s) for s in snaps], dtype=float),
+            "kl": np.array([s.kl for s in snaps], dtype=float),
+            "lines": np.array([len(s.lines) for s in snaps], dtype=float),
+            "theta": np.array([s.theta for s in snaps], dtype=float).reshape(-1, 3),
+            "loglik": np.array([s.log_likelihood for s in snaps], dtype=float),
+        }
+
+
+def snapshot_x(snap: Snapshot) -> float:
+    """Where a snapshot sits on the iteration axis: sweeps fall between their iterations."""
+    if snap.sweep is None:
+        return float(snap.iteration)
+    # A sweep belongs to the iteration in progress; place it in (iteration-1, iteration).
+    return snap.iteration - 1 + min(0.95, 0.05 * (snap.sweep + 1))
+
+
+class EditModel(Observable):
+    """The user's initial lines: segments ``(L, 2, 2)`` in page coordinates.
+
+    ``edited`` says whether they differ from the preparation's initial lines, so that a run
+    starts from them.  Every change is written to an autosave file at once, so a crashed
+    worker, a re-run or a new preparation never loses them.  Event: ``changed``.
+    """
+
+    def __init__(self, autosave_dir: Path | None = None) -> None:
+        super().__init__()
+        self.segments = np.zeros((0, 2, 2))
+        self.edited = False
+        self.page_path: str | None = None
+        self.autosave_dir = autosave_dir
+
+    def reset_to(self, segments: np.ndarray, page_path: str | None) -> None:
+        """Take the preparation's lines (not an edit: nothing autosaved)."""
+        self.segments = np.asarray(segments, dtype=float).reshape(-1, 2, 2).copy()
+        self.edited = False
+        self.page_path = page_path
+        self._notify("changed")
+
+    def set_segments(self, segments: np.ndarray) -> None:
+        """Replace every segment (what undo/redo commands call)."""
+        self.segments = np.asarray(segments, dtype=float).reshape(-1, 2, 2).copy()
+        self.edited = True
+        self.autosave()
+        self._notify("changed")
+
+    # --- JSON ------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps({"page": self.page_path, "edited": self.edited,
+                           "segments": np.round(self.segments, 3).tolist()}, indent=1)
+
+    @staticmethod
+    def parse(text: str) -> tuple[str | None, np.ndarray, bool]:
+        """``(page path, segments, edited)`` from :meth:`to_json` text; ValueError if malformed."""
+        try:
+            data = json.loads(text)
+            segments = np.asarray(data["segments"], dtype=float).reshape(-1, 2, 2)
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not an edits file: {exc}") from None
+        if not np.isfinite(segments).all():
+            raise ValueError("not an edits file: non-finite coordinates")
+        return data.get("page"), segments, bool(data.get("edited", True))
+
+    def autosave_path(self, page_path: str | None = None) -> Path | None:
+        page_path = page_path or self.page_path
+        if self.autosave_dir is None or not page_path:
+            return None
+        key = hashlib.sha1(os.path.abspath(page_path).encode()).hexdigest()[:16]
+        return self.autosave_dir / f"{Path(page_path).stem}-{key}.json"
+
+    def autosave(self) -> None:
+        path = self.autosave_path()
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.to_json(), encoding="utf-8")
+        os.replace(tmp, path)  # atomic: a crash mid-write leaves the previous autosave
+
+    def restore(self, page_path: str) -> bool:
+        """Load the autosaved edits of ``page_path`` if there are any; True when loaded."""
+        path = self.autosave_path(page_path)
+        if path is None or not path.exists():
+            return False
+        try:
+            _page, segments, edited = self.parse(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not edited:
+            return False
+        self.page_path = page_path
+        self.segments = segments
+        self.edited = True
+        self._notify("changed")
+        return True
+
+
+def lines_table(lines: LineSet) -> np.ndarray:
+    """The numbers shown per line: id, region, a, b, c, sigma_t, sigma_s, prior ``(L, 8)``."""
+    return np.column_stack([np.arange(len(lines)), lines.region, lines.a, lines.b, lines.c,
+                            lines.sigma_t, lines.sigma_s, lines.prior]) if len(lines) else \
+        np.zeros((0, 8))

@@ -1,0 +1,947 @@
+"""The main window: page canvas in the middle, layers and parameters on the left, lines and
+ground truth on the right, run controls, slider and convergence plots below.
+
+Threading: the engine runs in :class:`~tlgui.worker.EngineWorker` on its own QThread; loads,
+exports and ground-truth scoring run on a second one (:class:`~tlgui.worker.TaskWorker`).
+Worker signals reach only bound slots of this window (queued, GUI thread).  Snapshots are
+appended to the session as they come, but drawn by a 30 Hz timer, and only the displayed
+one, so a fast engine never floods the GUI thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QIcon, QKeySequence, QUndoStack
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QPushButton,
+    QSlider,
+    QSplitter,
+    QStyle,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import export as engine_export
+from engine.io import load_page
+from engine.params import Parameters, ParameterError
+
+from .canvas import PageCanvas
+from .edit import EDIT_MODES, LineEditor
+from .panels import GroundTruthPanel, LayerPanel, LineTable, ParameterPanel, PlotsPanel
+from .session import EditModel, Metrics, Session, snapshot_x
+from .worker import PAUSE, RUN, STEP_EM, STEP_SWEEP, EngineWorker, Job, RunControl, TaskWorker, WorkerThread
+
+ICONS = Path(__file__).resolve().parent.parent / "resources" / "icons"
+MAX_RECENT = 10
+DRAW_INTERVAL_MS = 33  # ~30 Hz: faster than the eye needs, slow enough to leave time for the engine
+
+#: Export kind -> (menu title, file filter, default suffix).
+EXPORTS: dict[str, tuple[str, str, str]] = {
+    "colour_png": ("Colour label PNG…", "PNG image (*.png)", ".labels-colour.png"),
+    "label_png16": ("16-bit label PNG…", "PNG image (*.png)", ".labels16.png"),
+    "dat": ("ICDAR .dat…", "ICDAR label map (*.dat)", ".dat"),
+    "page_xml": ("PAGE XML…", "PAGE XML (*.xml)", ".xml"),
+    "json": ("Lines and parameters (JSON)…", "JSON (*.json)", ".lines.json"),
+    "view_png": ("PNG of the current view…", "PNG image (*.png)", ".view.png"),
+}
+
+
+def app_settings() -> QSettings:
+    """The application's settings, always an INI file, so that its folder can hold autosaves."""
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "tlgui", "tlgui")
+
+
+def autosave_dir() -> Path:
+    return Path(app_settings().fileName()).resolve().parent / "tlgui-edits"
+
+
+class Banner(QWidget):
+    """A dismissable message strip above the canvas: errors never pop up modal dialogs."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 4)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.clicked.connect(self.hide)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(close)
+        self.setAutoFillBackground(True)
+        self.hide()
+
+    def show_message(self, text: str, level: str = "error") -> None:
+        colour = {"error": "#b71c1c", "warning": "#8d6e00", "info": "#1b5e20"}[level]
+        self.setStyleSheet(f"background: {colour}; color: white;")
+        self.label.setText(text)
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
+
+
+class MainWindow(QMainWindow):
+    """The tlgui window.  ``idle`` fires whenever no engine job is left running."""
+
+    idle = Signal()
+    runJob = Signal(object)          # -> EngineWorker.run (queued)
+    runTask = Signal(str, object)    # -> TaskWorker.run (queued)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setWindowTitle("tlgui — text-line segmentation")
+        self.resize(1500, 950)
+        self.setAcceptDrops(True)
+        self.settings = app_settings()
+        self.session = Session()
+        self.edits = EditModel(autosave_dir())
+        self.undo = QUndoStack(self)
+        self.page_gray: np.ndarray | None = None
+        self.gt_labels: np.ndarray | None = None
+        self.gt_path: str | None = None
+        self.job: Job | None = None
+        self._job_counter = 0
+        self._job_started = 0.0
+        self._job_elapsed = 0.0
+        self._draw_pending = False
+        self._series_pending = False
+        self._selected = -1
+        self._pending_load: str | None = None
+        self._closed = False
+
+        self._build_central()
+        self._build_docks()
+        self._build_actions()
+        self._build_status()
+        self._restore_params()
+        self._connect_session()
+        self._start_threads()
+
+        self.draw_timer = QTimer(self)
+        self.draw_timer.setInterval(DRAW_INTERVAL_MS)
+        self.draw_timer.timeout.connect(self._on_draw_tick)
+        self.draw_timer.start()
+        self._update_buttons()
+        geometry = self.settings.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+
+    # ================================================================ construction
+    def _build_central(self) -> None:
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.banner = Banner()
+        layout.addWidget(self.banner)
+        self.canvas = PageCanvas()
+        self.canvas.setAcceptDrops(False)  # drops go to the window
+        self.editor = LineEditor(self.canvas, self.edits, self.undo)
+        self.editor.message.connect(self._on_editor_message)
+        self.editor.selectionChanged.connect(self._on_edit_selection)
+        self.canvas.lineClicked.connect(self._on_line_clicked)
+
+        controls = QWidget()
+        row = QHBoxLayout(controls)
+        row.setContentsMargins(4, 2, 4, 2)
+        style = self.style()
+        self.buttons: dict[str, QPushButton] = {}
+        for key, text, icon, slot, tip in (
+            ("run", "Run", QStyle.StandardPixmap.SP_MediaPlay, self.run, "Run EM to convergence (F5)"),
+            ("pause", "Pause", QStyle.StandardPixmap.SP_MediaPause, self.pause, "Pause after this snapshot"),
+            ("step", "EM step", QStyle.StandardPixmap.SP_MediaSeekForward, self.step_em,
+             "One EM iteration (F6)"),
+            ("sweep", "Sweep", QStyle.StandardPixmap.SP_MediaSkipForward, self.step_sweep,
+             "One message-passing sweep (F7)"),
+            ("stop", "Stop", QStyle.StandardPixmap.SP_MediaStop, self.stop, "Cancel the run (Esc)"),
+            ("reset", "Reset", QStyle.StandardPixmap.SP_BrowserReload, self.reset,
+             "Forget the run, back to the initial lines"),
+        ):
+            button = QPushButton(style.standardIcon(icon), text)
+            button.setToolTip(tip)
+            button.clicked.connect(slot)
+            button.setObjectName(f"button-{key}")
+            row.addWidget(button)
+            self.buttons[key] = button
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setObjectName("snapshot-slider")
+        self.slider.setRange(0, 0)
+        self.slider.valueChanged.connect(self._on_slider)
+        row.addWidget(self.slider, 1)
+        self.slider_label = QLabel("no run")
+        self.slider_label.setMinimumWidth(190)
+        row.addWidget(self.slider_label)
+
+        self.plots = PlotsPanel()
+        bottom = QWidget()
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.addWidget(controls)
+        bl.addWidget(self.plots)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.canvas)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 4)
+        split.setStretchFactor(1, 1)
+        split.setSizes([700, 220])
+        layout.addWidget(split, 1)
+        self.setCentralWidget(central)
+
+    def _build_docks(self) -> None:
+        self.layer_panel = LayerPanel()
+        self.layer_panel.visibilityChanged.connect(self._on_layer_visible)
+        self.layer_panel.opacityChanged.connect(self._on_layer_opacity)
+        self.layer_panel.posteriorModeChanged.connect(self._on_posterior_mode)
+        self.param_panel = ParameterPanel(Parameters())
+        self.param_panel.changed.connect(self._on_params_changed)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.layer_panel)
+        left.addWidget(self.param_panel)
+        left.setSizes([300, 500])
+        dock = QDockWidget("Layers · Parameters", self)
+        dock.setObjectName("dock-left")
+        dock.setWidget(left)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+
+        self.line_table = LineTable()
+        self.line_table.lineSelected.connect(self._on_table_selection)
+        self.lines_title = QLabel("Lines")
+        self.gt_panel = GroundTruthPanel()
+        self.gt_panel.loadRequested.connect(self.choose_ground_truth)
+        self.gt_list = QListWidget()
+        self.gt_list.setObjectName("gt-lines")
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(2, 2, 2, 2)
+        rl.addWidget(self.lines_title)
+        rl.addWidget(self.line_table, 3)
+        rl.addWidget(self.gt_panel)
+        rl.addWidget(self.gt_list, 1)
+        dock = QDockWidget("Lines · Ground truth", self)
+        dock.setObjectName("dock-right")
+        dock.setWidget(right)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        self.resizeDocks([dock], [470], Qt.Orientation.Horizontal)
+
+    def _icon(self, name: str) -> QIcon:
+        path = ICONS / f"{name}.svg"
+        return QIcon(str(path)) if path.exists() else QIcon()
+
+    def _build_actions(self) -> None:
+        menu = self.menuBar()
+        toolbar = self.addToolBar("Main")
+        toolbar.setObjectName("toolbar-main")
+        style = self.style()
+
+        file_menu = menu.addMenu("&File")
+        self.open_action = QAction(style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), "&Open page…", self)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(self.choose_page)
+        file_menu.addAction(self.open_action)
+        toolbar.addAction(self.open_action)
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        self._rebuild_recent()
+        file_menu.addSeparator()
+        gt_action = QAction("Load &ground truth…", self)
+        gt_action.setShortcut("Ctrl+G")
+        gt_action.triggered.connect(self.choose_ground_truth)
+        file_menu.addAction(gt_action)
+        save_edits = QAction("Save edited lines…", self)
+        save_edits.triggered.connect(self.choose_save_edits)
+        load_edits = QAction("Load edited lines…", self)
+        load_edits.triggered.connect(self.choose_load_edits)
+        file_menu.addAction(save_edits)
+        file_menu.addAction(load_edits)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+        export_menu = menu.addMenu("E&xport")
+        self.export_actions: dict[str, QAction] = {}
+        for kind, (title, _filter, _suffix) in EXPORTS.items():
+            action = QAction(title, self)
+            action.setData(kind)
+            action.triggered.connect(self._on_export_action)
+            export_menu.addAction(action)
+            self.export_actions[kind] = action
+        export_button = QToolButton()
+        export_button.setText("Export")
+        export_button.setMenu(export_menu)
+        export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        toolbar.addWidget(export_button)
+        toolbar.addSeparator()
+
+        edit_menu = menu.addMenu("&Edit")
+        self.undo_action = self.undo.createUndoAction(self, "&Undo")
+        self.undo_action.setShortcut(QKeySequence.StandardKey.Undo)
+        self.undo_action.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_ArrowBack))
+        self.redo_action = self.undo.createRedoAction(self, "&Redo")
+        self.redo_action.setShortcut(QKeySequence.StandardKey.Redo)
+        self.redo_action.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_ArrowForward))
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addAction(self.redo_action)
+        edit_menu.addSeparator()
+        self.mode_actions: dict[str, QAction] = {}
+        titles = {"off": "View (no editing)", "select": "Select / move", "add": "Add line",
+                  "split": "Split line", "merge": "Merge lines", "delete": "Delete line"}
+        for i, mode in enumerate(EDIT_MODES):
+            action = QAction(titles[mode], self)
+            action.setCheckable(True)
+            action.setData(mode)
+            action.setShortcut(f"Ctrl+{i}")
+            action.triggered.connect(self._on_mode_action)
+            edit_menu.addAction(action)
+            toolbar.addAction(action)
+            self.mode_actions[mode] = action
+        self.mode_actions["off"].setChecked(True)
+        edit_menu.addSeparator()
+        for text, shortcut, slot in (
+            ("Delete selected line", QKeySequence.StandardKey.Delete, self._delete_selected),
+            ("Rotate selected line −2°", "[", self._rotate_left),
+            ("Rotate selected line +2°", "]", self._rotate_right),
+            ("Revert to the prepared lines", None, self.revert_edits),
+        ):
+            action = QAction(text, self)
+            if shortcut is not None:
+                action.setShortcut(shortcut)
+            action.triggered.connect(slot)
+            edit_menu.addAction(action)
+        toolbar.addSeparator()
+        toolbar.addAction(self.undo_action)
+        toolbar.addAction(self.redo_action)
+
+        run_menu = menu.addMenu("&Run")
+        for text, shortcut, slot in (("Run", "F5", self.run), ("Pause", "F8", self.pause),
+                                     ("EM step", "F6", self.step_em), ("Sweep step", "F7", self.step_sweep),
+                                     ("Stop", "Esc", self.stop), ("Reset", None, self.reset)):
+            action = QAction(text, self)
+            if shortcut:
+                action.setShortcut(shortcut)
+            action.triggered.connect(slot)
+            run_menu.addAction(action)
+
+    def _build_status(self) -> None:
+        self.status_stage = QLabel("no page")
+        self.status_iter = QLabel("")
+        self.status_lines = QLabel("")
+        self.status_elapsed = QLabel("")
+        for w in (self.status_stage, self.status_iter, self.status_lines, self.status_elapsed):
+            w.setMinimumWidth(110)
+            self.statusBar().addPermanentWidget(w)
+
+    def _restore_params(self) -> None:
+        text = self.settings.value("params/json")
+        if not text:
+            return
+        try:
+            params = Parameters.from_json(str(text))
+        except ParameterError as exc:
+            self.banner.show_message(f"Saved parameters ignored: {exc}", "warning")
+            return
+        self.param_panel.set_params(params)
+
+    def _connect_session(self) -> None:
+        self.session.subscribe("current", self._on_session_current)
+        self.session.subscribe("snapshot", self._on_session_snapshot)
+        self.session.subscribe("cleared", self._on_session_cleared)
+
+    def _start_threads(self) -> None:
+        self.engine = WorkerThread(EngineWorker(), "tlgui-engine")
+        worker = self.engine.worker
+        self.runJob.connect(worker.run)
+        worker.stage.connect(self._on_stage)
+        worker.prepared.connect(self._on_prepared)
+        worker.snapshot.connect(self._on_snapshot)
+        worker.finished.connect(self._on_finished)
+        worker.failed.connect(self._on_failed)
+        worker.done.connect(self._on_done)
+        self.tasks = WorkerThread(TaskWorker(), "tlgui-tasks")
+        self.runTask.connect(self.tasks.worker.run)
+        self.tasks.worker.done.connect(self._on_task_done)
+        self.tasks.worker.failed.connect(self._on_task_failed)
+        self._task_handlers: dict[str, Callable[[Any], None]] = {}
+        self._tasks_pending = 0
+
+    # ================================================================ pages
+    def choose_page(self) -> None:
+        start = self.settings.value("dirs/page", "")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open page", str(start),
+            "Images (*.png *.jpg *.jpeg *.tif *.tiff *.bmp *.webp);;All files (*)")
+        if path:
+            self.open_page(path)
+
+    def open_page(self, path: str) -> None:
+        """Load a page (off the GUI thread); the current run, if any, is cancelled."""
+        path = os.path.abspath(path)
+        self._cancel_job()
+        self.banner.hide()
+        self._set_stage("loading")
+        self._pending_load = path
+        self.submit_task("load", lambda: load_page(path), self._on_page_loaded)
+
+    def _on_page_loaded(self, page: Any) -> None:
+        path = os.path.abspath(page.path) if page.path else self._pending_load or ""
+        if path != self._pending_load:
+            return  # a newer open superseded this one
+        self._pending_load = None
+        self.page_gray = page.gray
+        self.gt_labels = None
+        self.gt_path = None
+        self.undo.clear()
+        self.session.open(path)
+        self.canvas.set_page(page.gray)
+        self.canvas.set_labels(None)
+        self.canvas.set_mismatch(None)
+        self.gt_panel.show_text("no ground truth loaded")
+        self.gt_list.clear()
+        self.edits.page_path = path
+        restored = self.edits.restore(path)
+        if not restored:
+            self.edits.reset_to(np.zeros((0, 2, 2)), path)
+        else:
+            self.banner.show_message(f"Restored {len(self.edits.segments)} edited initial lines of this page "
+                                     "(Edit ▸ Revert to the prepared lines to drop them).", "info")
+        self.setWindowTitle(f"tlgui — {Path(path).name}")
+        self._add_recent(path)
+        self.settings.setValue("dirs/page", str(Path(path).parent))
+        h, w = page.gray.shape[:2]
+        self._set_stage(f"page {w}×{h}")
+        # Prepare at once so that the initial lines can be seen and edited before a run.
+        self._start_job(em=False, mode=PAUSE)
+
+    def _rebuild_recent(self) -> None:
+        self.recent_menu.clear()
+        for path in self.recent_files():
+            action = QAction(path, self)
+            action.setData(path)
+            action.triggered.connect(self._on_recent)
+            self.recent_menu.addAction(action)
+        self.recent_menu.setEnabled(bool(self.recent_files()))
+
+    def recent_files(self) -> list[str]:
+        value = self.settings.value("recent", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or [])]
+
+    def _add_recent(self, path: str) -> None:
+        recent = [path] + [p for p in self.recent_files() if p != path]
+        self.settings.setValue("recent", recent[:MAX_RECENT])
+        self._rebuild_recent()
+
+    def _on_recent(self) -> None:
+        self.open_page(self.sender().data())
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_page(url.toLocalFile())
+                event.acceptProposedAction()
+                return
+
+    # ================================================================ jobs
+    def is_busy(self) -> bool:
+        """Whether an engine job or a task (load, export, scoring) is under way."""
+        return self.job is not None or self._tasks_pending > 0
+
+    def _start_job(self, em: bool, mode: str) -> None:
+        if self.session.path is None:
+            self.banner.show_message("Open a page first (File ▸ Open, drop a file, or a command-line argument).",
+                                     "warning")
+            return
+        params = self.param_panel.params
+        prep = self.session.prep
+        if prep is not None and self.param_panel.needs_preparation():
+            prep = None  # a stage 1-6 parameter changed: prepare again
+        if prep is None and self.job is not None and not self.job.em:
+            # Preparation under way: let it finish, then continue with an EM job.
+            self._cancel_job()
+        self._job_counter += 1
+        control = RunControl()
+        control.set_mode(mode)
+        segments = self.edits.segments.copy() if (em and self.edits.edited) else None
+        self.job = Job(self._job_counter, self.session.path, params, control, prep, segments, em)
+        if em:
+            self.session.clear_run()
+            self.session.run_params = params
+            self.canvas.set_labels(None)
+            self.canvas.set_mismatch(None)
+        self.editor.set_enabled(False)
+        self._job_started = time.perf_counter()
+        self._update_buttons()
+        self.runJob.emit(self.job)
+
+    def _cancel_job(self) -> None:
+        if self.job is not None:
+            self.job.control.cancel()
+            self.job = None
+            self._update_buttons()
+
+    def _active(self, job_id: int) -> bool:
+        return self.job is not None and self.job.id == job_id
+
+    def run(self) -> None:
+        if self.job is not None and self.job.em:
+            self.job.control.set_mode(RUN)
+        else:
+            self._start_em(RUN)
+        self._update_buttons()
+
+    def pause(self) -> None:
+        if self.job is not None and self.job.em:
+            self.job.control.set_mode(PAUSE)
+        self._update_buttons()
+
+    def step_em(self) -> None:
+        if self.job is not None and self.job.em:
+            self.job.control.set_mode(STEP_EM)
+        else:
+            self._start_em(STEP_EM)
+
+    def step_sweep(self) -> None:
+        if self.job is not None and self.job.em:
+            self.job.control.set_mode(STEP_SWEEP)
+        else:
+            self._start_em(STEP_SWEEP)
+
+    def _start_em(self, mode: str) -> None:
+        # A running preparation-only job is cancelled and the EM job prepares itself unless a
+        # preparation is already there.
+        if self.job is not None and not self.job.em:
+            self._cancel_job()
+        self._start_job(em=True, mode=mode)
+
+    def stop(self) -> None:
+        """Cancel the run; the worker notices within one message-passing sweep."""
+        if self.job is not None:
+            self._cancel_job()
+            self._set_stage("stopped")
+
+    def reset(self) -> None:
+        """Cancel and forget the run; the page, preparation and edits stay."""
+        self._cancel_job()
+        self.session.clear_run()
+        self.canvas.set_labels(None)
+        self.canvas.set_mismatch(None)
+        self.canvas.show_snapshot(None)
+        self._set_stage("ready" if self.session.prep is not None else "page")
+
+    # ---------------------------------------------------------------- worker slots
+    @Slot(int, str)
+    def _on_stage(self, job_id: int, text: str) -> None:
+        if self._active(job_id):
+            self._set_stage(text)
+
+    @Slot(int, object)
+    def _on_prepared(self, job_id: int, prep: Any) -> None:
+        if not self._active(job_id):
+            return
+        self.job.prep = prep
+        self.session.set_prepared(prep)
+        self.param_panel.prepared_with = prep.params
+        self.param_panel.show_status()
+        self.canvas.set_prep(prep)
+        if not self.edits.edited:
+            self.edits.reset_to(prep.initial_lines.segments(), self.session.path)
+        else:
+            self.canvas.set_initial_segments(self.edits.segments)
+        if self.gt_labels is not None and self.gt_labels.shape != prep.shape:
+            self.gt_labels = None
+        self._set_stage("prepared")
+
+    @Slot(int, object)
+    def _on_snapshot(self, job_id: int, snap: Any) -> None:
+        if not self._active(job_id):
+            return
+        follow = self.session.current < 0 or self.session.at_end()
+        self.session.add_snapshot(snap, follow=follow)
+
+    @Slot(int, object, object)
+    def _on_finished(self, job_id: int, seg: Any, rgba: Any) -> None:
+        if not self._active(job_id):
+            return
+        self.session.set_finished(seg, rgba)
+        self.canvas.set_labels(rgba)
+        self._set_stage(f"finished: {len(seg.lines)} lines")
+        if self.gt_labels is not None:
+            self._score_ground_truth()
+
+    @Slot(int, str)
+    def _on_failed(self, job_id: int, message: str) -> None:
+        if self._active(job_id):
+            self.banner.show_message(f"The engine failed: {message}")
+
+    @Slot(int, str)
+    def _on_done(self, job_id: int, status: str) -> None:
+        if not self._active(job_id):
+            return
+        self._job_elapsed = time.perf_counter() - self._job_started
+        if status == "cancelled":
+            self._set_stage("stopped")
+        elif status == "failed":
+            self._set_stage("failed")
+        self.job = None
+        self.editor.set_enabled(True)
+        self._update_buttons()
+        self._draw_pending = True
+        self.idle.emit()
+
+    # ================================================================ tasks
+    def submit_task(self, tag: str, fn: Callable[[], Any], on_done: Callable[[Any], None]) -> None:
+        """Run ``fn`` on the task thread; ``on_done(result)`` runs in the GUI thread."""
+        self._task_handlers[tag] = on_done
+        self._tasks_pending += 1
+        self.runTask.emit(tag, fn)
+
+    @Slot(str, object)
+    def _on_task_done(self, tag: str, result: Any) -> None:
+        self._tasks_pending -= 1
+        handler = self._task_handlers.pop(tag, None)
+        try:
+            if handler is not None:
+                handler(result)
+        finally:
+            if not self.is_busy():
+                self.idle.emit()
+
+    @Slot(str, str)
+    def _on_task_failed(self, tag: str, message: str) -> None:
+        self._tasks_pending -= 1
+        self._task_handlers.pop(tag, None)
+        what = {"load": "Cannot open the page", "gt": "Cannot use the ground truth"}.get(tag, f"{tag} failed")
+        if tag == "load":
+            self._pending_load = None
+            self._set_stage("no page" if self.session.path is None else self.status_stage.text())
+        self.banner.show_message(f"{what}: {message}")
+        if not self.is_busy():
+            self.idle.emit()
+
+    # ================================================================ drawing
+    def _on_session_snapshot(self, _index: int) -> None:
+        self._series_pending = True
+
+    def _on_session_current(self, _index: int) -> None:
+        self._draw_pending = True
+
+    def _on_session_cleared(self) -> None:
+        self._draw_pending = True
+        self._series_pending = True
+
+    def _on_draw_tick(self) -> None:
+        """At most ~30 times a second: draw the displayed snapshot if it changed."""
+        if self._series_pending:
+            self._series_pending = False
+            n = len(self.session.snapshots)
+            self.slider.blockSignals(True)
+            self.slider.setRange(0, max(0, n - 1))
+            self.slider.setValue(max(0, self.session.current))
+            self.slider.blockSignals(False)
+            self.plots.set_series(self.session.series())
+        if self._draw_pending:
+            self._draw_pending = False
+            self.draw_current()
+        if self.job is not None:
+            self.status_elapsed.setText(f"{time.perf_counter() - self._job_started:6.1f} s")
+
+    def draw_current(self) -> None:
+        """Draw the session's displayed snapshot everywhere (canvas, table, plots marker)."""
+        snap = self.session.current_snapshot()
+        if snap is not None and self._selected >= len(snap.lines):
+            self._selected = -1
+        self.canvas.selected = self._selected
+        self.canvas.show_snapshot(snap)
+        self.line_table.set_lines(snap.lines if snap is not None else None, self._selected)
+        self.plots.set_marker(snapshot_x(snap) if snap is not None else None)
+        n = len(self.session.snapshots)
+        if snap is None:
+            self.slider_label.setText("no run")
+            self.lines_title.setText("Lines")
+            self.status_iter.setText("")
+            self.status_lines.setText("")
+            return
+        sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
+        self.slider_label.setText(f"{self.session.current + 1}/{n} · it {snap.iteration}{sweep}")
+        self.lines_title.setText(f"Lines at iteration {snap.iteration}{sweep}")
+        self.status_iter.setText(f"iteration {snap.iteration}{sweep}")
+        self.status_lines.setText(f"{len(snap.lines)} lines")
+
+    def _on_slider(self, value: int) -> None:
+        self.session.set_current(value)
+
+    def _set_stage(self, text: str) -> None:
+        self.session.set_stage(text)
+        self.status_stage.setText(text)
+
+    def _update_buttons(self) -> None:
+        running = self.job is not None and self.job.em
+        mode = self.job.control.mode if running else None
+        has_page = self.session.path is not None
+        self.buttons["run"].setEnabled(has_page and mode != RUN)
+        self.buttons["pause"].setEnabled(running and mode == RUN)
+        self.buttons["step"].setEnabled(has_page and mode != RUN)
+        self.buttons["sweep"].setEnabled(has_page and mode != RUN)
+        self.buttons["stop"].setEnabled(self.job is not None)
+        self.buttons["reset"].setEnabled(has_page)
+
+    # ================================================================ selection and layers
+    def select_line(self, index: int) -> None:
+        self._selected = index
+        self.canvas.set_selected(index)
+        self.line_table.select_line(index)
+
+    def _on_line_clicked(self, index: int) -> None:
+        if self.editor.mode == "off":
+            self.select_line(index)
+
+    def _on_table_selection(self, index: int) -> None:
+        self._selected = index
+        self.canvas.set_selected(index)
+
+    def _on_edit_selection(self, _index: int) -> None:
+        pass
+
+    def _on_editor_message(self, text: str) -> None:
+        if text:
+            self.statusBar().showMessage(text, 6000)
+
+    def _on_layer_visible(self, name: str, visible: bool) -> None:
+        self.canvas.set_layer_visible(name, visible)
+        if name == "initial":
+            self.editor._sync_rois()
+
+    def _on_layer_opacity(self, name: str, opacity: float) -> None:
+        self.canvas.set_layer_opacity(name, opacity)
+
+    def _on_posterior_mode(self, mode: str) -> None:
+        self.canvas.set_posterior_mode(mode)
+
+    # ================================================================ editing
+    def _on_mode_action(self) -> None:
+        mode = self.sender().data()
+        for m, action in self.mode_actions.items():
+            action.setChecked(m == mode)
+        self.set_edit_mode(mode)
+
+    def set_edit_mode(self, mode: str) -> None:
+        self.editor.set_mode(mode)
+        for m, action in self.mode_actions.items():
+            action.setChecked(m == mode)
+
+    def _delete_selected(self) -> None:
+        self.editor.delete(self.editor.selected)
+
+    def _rotate_left(self) -> None:
+        self.editor.rotate_selected(-2.0)
+
+    def _rotate_right(self) -> None:
+        self.editor.rotate_selected(2.0)
+
+    def revert_edits(self) -> None:
+        """Drop the edits: back to the preparation's initial lines (undoable)."""
+        prep = self.session.prep
+        if prep is None:
+            return
+        from .edit import SegmentsCommand
+
+        self.undo.push(SegmentsCommand(self.edits, self.edits.segments, prep.initial_lines.segments(),
+                                       "revert edits"))
+        self.edits.edited = False
+        self.edits.autosave()
+
+    def choose_save_edits(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save edited lines", "", "JSON (*.json)")
+        if path:
+            self.save_edits(path)
+
+    def save_edits(self, path: str) -> None:
+        with engine_export.atomic_path(path) as tmp:
+            Path(tmp).write_text(self.edits.to_json(), encoding="utf-8")
+
+    def choose_load_edits(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Load edited lines", "", "JSON (*.json)")
+        if path:
+            self.load_edits(path)
+
+    def load_edits(self, path: str) -> None:
+        try:
+            page, segments, _edited = EditModel.parse(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            self.banner.show_message(f"Cannot load edited lines from {path}: {exc}")
+            return
+        if page and self.session.path and os.path.abspath(page) != self.session.path:
+            self.banner.show_message(f"These lines were drawn on {page}; applied to the open page anyway.",
+                                     "warning")
+        from .edit import SegmentsCommand
+
+        self.undo.push(SegmentsCommand(self.edits, self.edits.segments, segments, "load edited lines"))
+
+    # ================================================================ parameters
+    def _on_params_changed(self, params: Parameters) -> None:
+        self.settings.setValue("params/json", params.to_json())
+
+    # ================================================================ ground truth
+    def choose_ground_truth(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Load ground truth", str(Path(self.session.path or "").parent),
+            "Ground truth (*.png *.tif *.tiff *.dat *.xml);;All files (*)")
+        if path:
+            self.load_ground_truth(path)
+
+    def load_ground_truth(self, path: str) -> None:
+        prep = self.session.prep
+        if prep is None:
+            self.banner.show_message("Open and prepare a page before loading its ground truth.", "warning")
+            return
+        from engine.groundtruth import read_label_map
+
+        shape, ink = prep.shape, prep.ink
+
+        def on_gt(labels: np.ndarray) -> None:
+            self.gt_labels = labels
+            self.gt_path = path
+            if self.session.segmentation is not None:
+                self._score_ground_truth()
+            else:
+                self.gt_panel.show_text(f"<b>{Path(path).name}</b>: {int(labels.max())} lines; "
+                                        "scored when the run finishes")
+
+        self.submit_task("gt", lambda: read_label_map(path, shape, ink), on_gt)
+
+    def _score_ground_truth(self) -> None:
+        seg, prep, gt, gt_path = self.session.segmentation, self.session.prep, self.gt_labels, self.gt_path
+        if seg is None or prep is None or gt is None:
+            return
+
+        def score() -> tuple[Any, np.ndarray, np.ndarray]:
+            from engine.metric import contest_metric
+
+            result = contest_metric(gt, seg.labels, ink=prep.ink)
+            m = len(seg.lines)
+            matched = np.zeros(m + 1, dtype=bool)
+            ids = result.per_gt_match[result.per_gt_match > 0]
+            matched[ids[ids <= m]] = True
+            bad = np.flatnonzero(~matched[1:]) + 1
+            mask = np.isin(seg.labels, bad)
+            rgba = np.zeros(mask.shape + (4,), dtype=np.uint8)
+            rgba[mask] = (255, 0, 60, 255)
+            return result, matched[1:], rgba
+
+        def on_score(out: tuple[Any, np.ndarray, np.ndarray]) -> None:
+            result, matched, rgba = out
+            if self.session.segmentation is not seg:
+                return
+            self.session.set_metrics(Metrics(result, matched, gt_path or ""))
+            self.gt_panel.show_score(result, Path(gt_path or "").name)
+            self.canvas.set_mismatch(rgba)
+            self.gt_list.clear()
+            for k, ok in enumerate(matched, start=1):
+                item = QListWidgetItem(f"result line {k}: {'matched' if ok else 'NOT matched'}")
+                if not ok:
+                    item.setForeground(Qt.GlobalColor.red)
+                self.gt_list.addItem(item)
+
+        self.submit_task("score", score, on_score)
+
+    # ================================================================ export
+    def _on_export_action(self) -> None:
+        kind = self.sender().data()
+        title, filt, suffix = EXPORTS[kind]
+        stem = Path(self.session.path or "page").with_suffix("")
+        path, _ = QFileDialog.getSaveFileName(self, title.rstrip("…"), str(stem) + suffix, filt)
+        if path:
+            self.export(kind, path)
+
+    def export(self, kind: str, path: str) -> None:
+        """Write one export atomically (heavy ones off the GUI thread); errors go to the banner."""
+        if kind == "view_png":
+            image = self.canvas.grab().toImage()
+            with engine_export.atomic_path(path) as tmp:
+                if not image.save(str(tmp), "PNG"):
+                    self.banner.show_message(f"Could not write {path}")
+                    raise OSError(f"could not write {path}")
+            return
+        seg, prep = self.session.segmentation, self.session.prep
+        if kind != "json" and seg is None:
+            self.banner.show_message("Nothing to export yet: run the segmentation to the end first.", "warning")
+            return
+        params = self.session.run_params or self.param_panel.params
+        page_path = self.session.path or ""
+        snap = self.session.current_snapshot()
+        edits = self.edits.segments.copy() if self.edits.edited else None
+
+        def write() -> str:
+            if kind == "colour_png":
+                engine_export.write_png(path, engine_export.colour_labels(seg.labels))
+            elif kind == "label_png16":
+                engine_export.write_label_png(path, seg.labels)
+            elif kind == "dat":
+                engine_export.write_dat(path, seg.labels)
+            elif kind == "page_xml":
+                engine_export.write_page_xml(path, seg, Path(page_path).name, prep.shape)
+            elif kind == "json":
+                data = {
+                    "page": page_path,
+                    "parameters": params.to_dict(),
+                    "final_lines": seg.lines.to_dict() if seg is not None else None,
+                    "snapshot": None if snap is None else {
+                        "iteration": snap.iteration, "sweep": snap.sweep, "lines": snap.lines.to_dict()},
+                    "edited_initial_lines": None if edits is None else np.round(edits, 3).tolist(),
+                }
+                with engine_export.atomic_path(path) as tmp:
+                    Path(tmp).write_text(json.dumps(data, indent=1), encoding="utf-8")
+            else:
+                raise ValueError(f"unknown export {kind!r}")
+            return path
+
+        def on_written(written: str) -> None:
+            self.statusBar().showMessage(f"wrote {written}", 5000)
+
+        self.submit_task(f"export {kind}", write, on_written)
+
+    # ================================================================ closing
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop the threads and remove the pyqtgraph items (they must not outlive Qt)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("params/json", self.param_panel.params.to_json())
+        self.settings.sync()
+        self.draw_timer.stop()
+        self._cancel_job()
+        self.engine.stop()
+        self.tasks.stop()
+        self.editor.close()
+        self.canvas.close_items()
+        self.plots.close_plots()
+        self.canvas.close()
