@@ -326,6 +326,12 @@ def _init_worker() -> None:
     """Process-pool worker set-up: one BLAS thread, and leave Ctrl-C to the parent (which
     stops the workers itself) so a terminal interrupt does not print a traceback per worker."""
     os.environ.update(_THREAD_ENV)
+    try:  # OpenCV keeps its own thread pool, which the environment does not reach
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:
+        pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -415,7 +421,7 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
         for i in sorted(results):
             reporter.record(results[i], counted=False)
         if not todo:
-            pass
+            pass  # everything was done already
         elif dask_address:
             summary.interrupted = _run_dask(todo, dask_address, jobs, reporter, results)
         elif jobs == 1 or len(todo) == 1:

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,8 @@ class ProgressPrinter:
         if self.quiet:
             return
         if event.stage is not None:
-            print(f"  {self.single_name or 'page'}: {event.stage}", file=sys.stderr)
+            print(f"  {self.single_name or 'page'}: {event.stage} ({event.elapsed:.1f} s)",
+                  file=sys.stderr, flush=True)
             return
         if result is None:
             return
@@ -136,7 +138,8 @@ def cmd_segment(args: argparse.Namespace) -> int:
     todo = sum(1 for s in stems if args.overwrite or not batch.outputs_complete(outdir, s))
     printer = ProgressPrinter(args.quiet, pages[0].name if todo == 1 else None)
     if not args.quiet:
-        mode = f"dask {args.dask}" if args.dask else f"{args.jobs or os.cpu_count() or 1} job(s)"
+        workers = min(args.jobs or os.cpu_count() or 1, max(todo, 1))
+        mode = f"dask {args.dask}" if args.dask else f"{workers} worker(s)"
         print(f"{PROG}: {len(pages)} page(s), {len(pages) - todo} already done, {mode} -> {outdir}",
               file=sys.stderr, flush=True)
     summary = batch.run_batch(pages, outdir, params, jobs=args.jobs, overwrite=args.overwrite,
@@ -166,20 +169,35 @@ def _expand(specs: Sequence[str]) -> list[str]:
     return out
 
 
+def _warnings_as_lines(caught: Sequence[warnings.WarningMessage]) -> None:
+    for w in caught:
+        _warn(str(w.message))
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate
+    from .evaluate import EvaluationError, evaluate
 
     gt, pred = _expand(args.gt), _expand(args.pred)
     for name, value in (("--ta", args.ta), ("--line-threshold", args.line_threshold)):
         if not 0.0 < value <= 1.0:
             raise UsageError(f"{name} must be in (0, 1], got {value}")
-    report = evaluate(gt, pred, t_a=args.ta, line_threshold=args.line_threshold,
-                      image_dir=args.images)
+    # The engine warns about unpaired and skipped pages; show them as one-line messages.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            report = evaluate(gt, pred, t_a=args.ta, line_threshold=args.line_threshold,
+                              image_dir=args.images)
+        except EvaluationError as exc:
+            raise UsageError(f"{exc} (--images DIR)") from None
+    _warnings_as_lines(caught)
     print(report.format_table())
     if args.csv:
         report.to_csv(args.csv)
         print(f"{PROG}: wrote {args.csv}", file=sys.stderr)
-    return 0
+    if not report.pages:
+        _err("no page was scored")
+        return 1
+    return 1 if report.skipped else 0
 
 
 def cmd_params(args: argparse.Namespace) -> int:
@@ -197,10 +215,27 @@ def cmd_learn_moments(args: argparse.Namespace) -> int:
         return 1
     from .moments import learn_moments
 
-    moments = learn_moments([Path(p) for p in _expand(args.gt)])
-    if isinstance(moments, Sequence) and not isinstance(moments, str):
-        moments = {"moments": [float(m) for m in moments]}
-    print(json.dumps(moments, indent=2, default=str))
+    kwargs: dict[str, Any] = {}
+    if args.images:
+        kwargs["image_dir"] = args.images
+    if args.params or args.set:
+        kwargs["params"] = build_params(args)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = learn_moments(_expand(args.gt), **kwargs)
+    except ValueError as exc:  # MomentsError, GroundTruthError: no usable ground truth
+        _err(str(exc))
+        return 1
+    _warnings_as_lines(caught)
+    if not isinstance(result, dict):  # tolerate a bare (mu0, mu1, mu2)
+        result = {"moments": [float(m) for m in result]}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    for path, reason in result.get("skipped", []):
+        _warn(f"skipped {path}: {reason}")
+    brief = {k: result[k] for k in ("moments", "counts", "pages", "edges") if k in result}
+    print(json.dumps(brief, indent=2, default=str))
     return 0
 
 
@@ -258,7 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     pa.set_defaults(func=cmd_params)
 
     lm = sub.add_parser("learn-moments", help="learn the pairwise moments from ground truth")
-    lm.add_argument("gt", nargs="+", metavar="GT")
+    lm.add_argument("gt", nargs="+", metavar="GT", help="ground-truth files or folders")
+    lm.add_argument("--images", metavar="DIR", help="folder of the page images (polygon ground truth)")
+    lm.add_argument("--json", metavar="FILE", help="write the full result (per page) as JSON")
+    add_param_options(lm)
     lm.set_defaults(func=cmd_learn_moments)
     return parser
 

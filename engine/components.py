@@ -44,6 +44,10 @@ def component_stats(components: np.ndarray) -> ComponentStats:
     ok = (heights < h / 4) & (widths < w / 2)
     if not ok.any():
         ok = np.ones(len(boxes), bool)
+    # Chains of touching lines are several text heights tall: leave out components much
+    # taller than the typical (plain median) one before weighting by area.
+    typical = float(np.median(heights[ok]))
+    ok &= heights <= 2.5 * typical
     return ComponentStats(h_cc=max(weighted_median(heights[ok], area[ok]), 2.0),
                           w_cc=max(weighted_median(widths[ok], area[ok]), 2.0),
                           n_components=len(boxes))

@@ -26,38 +26,51 @@ from .params import Parameters
 from .regression import fit_lines
 
 _TARGET_HCC = 8.0
+_ALONG_CELLS = 6.0
 
 
-def _region_raster(components: np.ndarray, comp_in_region: np.ndarray, phi: float,
-                   bbox: tuple[int, int, int, int], scale: float
-                   ) -> tuple[np.ndarray, tuple[float, float]]:
-    """The region's ink (float32, fraction of ink per cell) resampled into its frame rotated
-    by ``phi`` at ``scale`` cells per pixel. Returns the raster and the frame origin (u0, v0):
-    cell (row, col) covers frame point (u0 + col/scale, v0 + row/scale)."""
+def region_mask(components: np.ndarray, comp_in_region: np.ndarray, bbox: tuple[int, int, int, int],
+                scale: float) -> np.ndarray:
+    """The region's ink inside ``bbox``, downscaled by ``scale``: float32, fraction of ink."""
     x0, y0, x1, y1 = bbox
     crop = comp_in_region[components[y0:y1, x0:x1]].astype(np.float32)
     if scale < 1.0:
-        small = cv2.resize(crop, (max(1, round((x1 - x0) * scale)), max(1, round((y1 - y0) * scale))),
-                           interpolation=cv2.INTER_AREA)
-    else:
-        small = crop
+        return cv2.resize(crop, (max(1, round((x1 - x0) * scale)), max(1, round((y1 - y0) * scale))),
+                          interpolation=cv2.INTER_AREA)
+    return crop
+
+
+def _region_raster(small: np.ndarray, phi: float, bbox: tuple[int, int, int, int], scale: float,
+                   scale_u: float | None = None) -> tuple[np.ndarray, tuple[float, float]]:
+    """The region's ink ``small`` (from :func:`region_mask`) resampled into its frame rotated
+    by ``phi`` at ``scale`` cells per pixel across the text and ``scale_u`` along it (the
+    long filter along the text needs no fine cells). Returns the raster and the frame
+    origin (u0, v0): cell (row, col) covers frame point (u0 + col/scale_u, v0 + row/scale)."""
+    scale_u = scale if scale_u is None else scale_u
+    x0, y0, x1, y1 = bbox
     sx = small.shape[1] / (x1 - x0)
     sy = small.shape[0] / (y1 - y0)
     corners = np.array([[x0, y0], [x1, y0], [x0, y1], [x1, y1]], float)
     uv = to_region_frame(corners, phi)
     u0, v0 = uv.min(axis=0)
-    width = int(math.ceil((uv[:, 0].max() - u0) * scale)) + 1
+    width = int(math.ceil((uv[:, 0].max() - u0) * scale_u)) + 1
     height = int(math.ceil((uv[:, 1].max() - v0) * scale)) + 1
     # Destination cell -> page point -> source cell, as one affine map (WARP_INVERSE_MAP).
     c, s = math.cos(phi), math.sin(phi)
-    # page x = (u0 + col/scale) c - (v0 + row/scale) s ; page y = (u0 + col/scale) s + (v0 + row/scale) c
+    # page x = (u0 + col/su) c - (v0 + row/sv) s ; page y = (u0 + col/su) s + (v0 + row/sv) c
     m = np.array([
-        [sx * c / scale, -sx * s / scale, sx * (u0 * c - v0 * s - x0)],
-        [sy * s / scale, sy * c / scale, sy * (u0 * s + v0 * c - y0)],
+        [sx * c / scale_u, -sx * s / scale, sx * (u0 * c - v0 * s - x0)],
+        [sy * s / scale_u, sy * c / scale, sy * (u0 * s + v0 * c - y0)],
     ])
     raster = cv2.warpAffine(small, m, (width, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     return raster, (float(u0), float(v0))
+
+
+def along_scale(stats: ComponentStats, params: Parameters, scale: float) -> float:
+    """Cells per pixel along the text: coarse enough that the along-text filter spans about
+    ``_ALONG_CELLS`` cells (a Gaussian of hundreds of cells is slow and no more precise)."""
+    return min(scale, _ALONG_CELLS / max(params.filter_sigma_along * stats.w_cc, 1e-9))
 
 
 def _smooth(raster: np.ndarray, sigma_across: float, sigma_along: float) -> np.ndarray:
@@ -74,20 +87,20 @@ def profile_sharpness(filtered: np.ndarray) -> float:
     return float((profile**2).sum() / (total * total)) if total > 0 else 0.0
 
 
-def best_orientation(components: np.ndarray, comp_in_region: np.ndarray,
-                     bbox: tuple[int, int, int, int], stats: ComponentStats, params: Parameters
-                     ) -> float:
+def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: ComponentStats,
+                     params: Parameters) -> float:
     """The text angle (radians) in the orientation range whose filtered profile is sharpest."""
     lo, hi = params.orientation_range
     angles = np.arange(lo, hi + 1e-9, params.orientation_step)
     if params.multi_oriented and hi - lo >= 180 - params.orientation_step:
         angles = angles[angles < 90.0]  # -90 and 90 are the same orientation
     scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
+    scale_u = along_scale(stats, params, scale)
     sig_across = params.filter_sigma_across * stats.h_cc * scale
-    sig_along = params.filter_sigma_along * stats.w_cc * scale
+    sig_along = params.filter_sigma_along * stats.w_cc * scale_u
 
     def score(deg: float) -> float:
-        raster, _ = _region_raster(components, comp_in_region, math.radians(deg), bbox, scale)
+        raster, _ = _region_raster(small, math.radians(deg), bbox, scale, scale_u)
         return profile_sharpness(_smooth(raster, sig_across, sig_along))
 
     # The bank's orientations (a few dozen vectorised image filters), then a finer look
@@ -112,12 +125,13 @@ def _otsu(values: np.ndarray) -> float:
     return float(centres[int(np.argmax(between))])
 
 
-def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float
-               ) -> np.ndarray:
+def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
+               scale_u: float | None = None) -> np.ndarray:
     """Blob label per raster cell (int32, 0 = none) after Otsu, overlap splitting and
-    residual-blob removal."""
+    residual-blob removal; ``scale``/``scale_u``: cells per pixel across/along the text."""
+    scale_u = scale if scale_u is None else scale_u
     filtered = _smooth(raster, params.filter_sigma_across * stats.h_cc * scale,
-                       params.filter_sigma_along * stats.w_cc * scale)
+                       params.filter_sigma_along * stats.w_cc * scale_u)
     positive = filtered[filtered > 1e-6]
     if positive.size == 0:
         return np.zeros(raster.shape, np.int32)
@@ -140,12 +154,13 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     for i in np.flatnonzero(keep):  # blobs: a few dozen per region
         x, y, w, h = cc_stats[i, :4]
         inside = labels[y:y + h, x:x + w] == i
-        if h <= t_o:
-            blob[y:y + h, x:x + w][inside] = next_id
-            next_id += 1
-            continue
-        cuts = profile_valleys((filtered[y:y + h, x:x + w] * inside).sum(axis=1), 0.5 * stats.h_cc * scale)
-        if len(cuts) == 0:
+        # Valleys are looked for in any blob taller than one text height (two crowded lines
+        # can together stay under t_o when H_cc includes ascenders); the paper's equal split
+        # applies only beyond t_o.
+        cuts = np.zeros(0)
+        if h > stats.h_cc * scale:
+            cuts = profile_valleys((filtered[y:y + h, x:x + w] * inside).sum(axis=1), 0.5 * stats.h_cc * scale)
+        if len(cuts) == 0 and h > t_o:
             n_parts = int(np.ceil(h / max(t_o, 1e-9)))
             cuts = (np.arange(1, n_parts) * h) / n_parts
         piece = np.searchsorted(np.asarray(cuts, float), np.arange(h) + 0.5)[:, None]
@@ -217,13 +232,17 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
             y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
         bbox = (int(x0), int(y0), int(x1), int(y1))
-        phi = best_orientation(components, comp_in_region, bbox, stats, params)
+        small = region_mask(components, comp_in_region, bbox, scale)
+        phi = best_orientation(small, bbox, stats, params)
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
-        raster, (u0, v0) = _region_raster(components, comp_in_region, phi, bbox, scale)
-        blobs = line_blobs(raster, stats, params, scale)
+        # Blobs need a finer grid along the text than the orientation search: fragments of
+        # one line are told apart by gaps of about one word.
+        scale_u = min(scale, 2.0 / max(stats.w_cc, 1.0))
+        raster, (u0, v0) = _region_raster(small, phi, bbox, scale, scale_u)
+        blobs = line_blobs(raster, stats, params, scale, scale_u)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
-        col = np.clip(np.round((uv[:, 0] - u0) * scale).astype(int), 0, blobs.shape[1] - 1)
+        col = np.clip(np.round((uv[:, 0] - u0) * scale_u).astype(int), 0, blobs.shape[1] - 1)
         row = np.clip(np.round((uv[:, 1] - v0) * scale).astype(int), 0, blobs.shape[0] - 1)
         blob_of_sample = blobs[row, col]
         ids, counts = np.unique(blob_of_sample[blob_of_sample > 0], return_counts=True)

@@ -88,4 +88,26 @@ def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
             paper_level = float(np.median(gray[~rough])) if (~rough).any() else 255.0
             ink &= gray < paper_level * (1.0 - params.sauvola_k / 2)
     labels, stats = label_components(ink)
+    labels, stats = remove_non_text(labels, stats, gray.shape)
     return remove_specks(labels, stats, params)
+
+
+def remove_non_text(labels: np.ndarray, stats: np.ndarray, shape: tuple[int, int]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Drop components that cannot be text: page borders and scanner edges (touching the
+    image border and over a tenth of the page long) and blobs taller than ten text heights
+    (frames, rulers, shadows). Photos of pages (CREMMA) carry such dark backgrounds."""
+    h, w = shape
+    s = stats[1:]
+    h_text = text_height(stats, shape)
+    touches = (s[:, 0] == 0) | (s[:, 1] == 0) | (s[:, 0] + s[:, 2] >= w) | (s[:, 1] + s[:, 3] >= h)
+    border = touches & ((s[:, 2] > w / 10) | (s[:, 3] > h / 10))
+    huge = (s[:, 3] > 10 * max(h_text, 4.0)) | (s[:, 3] > h / 3) | (s[:, 2] > w / 1.5)
+    bad = np.concatenate([[True], border | huge])
+    if not bad[1:].any():
+        return labels, stats
+    keep = ~bad
+    relabel = np.zeros(len(keep), np.int32)
+    relabel[keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.int32)
+    new_stats = np.concatenate([stats[:1], stats[keep]])
+    return relabel[labels], new_stats

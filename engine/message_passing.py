@@ -26,6 +26,7 @@ import numpy as np
 from .graph import colour_classes
 
 _TINY = np.float32(1e-30)
+THETA_LIMIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,13 @@ def edge_class_fractions(out: np.ndarray, graph: RegionGraph) -> np.ndarray:
     farther label pairs ``(E, 3)``: the edge's class marginal at theta = 0."""
     if len(graph.pair) == 0:
         return np.zeros((0, 3))
-    mi = np.exp(out[graph.pair[:, 0]] - out[graph.pair[:, 0]].max(axis=1, keepdims=True)).astype(np.float64)
-    mj = np.exp(out[graph.pair[:, 1]] - out[graph.pair[:, 1]].max(axis=1, keepdims=True)).astype(np.float64)
-    same = (mi * mj).sum(axis=1)
-    adjacent = (mi[:, 1:] * mj[:, :-1]).sum(axis=1) + (mi[:, :-1] * mj[:, 1:]).sum(axis=1)
-    total = mi.sum(axis=1) * mj.sum(axis=1)
+    # Messages are stored with their maximum at 0 (sweep normalises them), so exp is safe.
+    mi = np.exp(out[graph.pair[:, 0]])
+    mj = np.exp(out[graph.pair[:, 1]])
+    same = np.einsum("ij,ij->i", mi, mj).astype(np.float64)
+    adjacent = (np.einsum("ij,ij->i", mi[:, 1:], mj[:, :-1])
+                + np.einsum("ij,ij->i", mi[:, :-1], mj[:, 1:])).astype(np.float64)
+    total = mi.sum(axis=1, dtype=np.float64) * mj.sum(axis=1, dtype=np.float64)
     far = np.maximum(total - same - adjacent, 0.0)
     q = np.stack([same, adjacent, far], axis=1)
     return q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
@@ -141,7 +144,9 @@ def learn_theta(q: np.ndarray, theta: np.ndarray, moments: np.ndarray,
     for _ in range(max_halvings):
         candidate = theta - step * grad
         if dual(candidate) <= g0 - 1e-4 * step * float(grad @ grad):
-            return candidate - candidate.mean(), step
+            # Moments the unary makes unreachable would send theta to infinity; a bound of
+            # THETA_LIMIT nats (e^20 between classes) changes no reachable fixed point.
+            return np.clip(candidate - candidate.mean(), -THETA_LIMIT, THETA_LIMIT), step
         step /= 2.0
     return theta, 0.0
 
@@ -150,7 +155,8 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
           power: np.ndarray, damping: float, posterior: np.ndarray) -> float:
     """One sequential sweep over the colour classes, in place on ``out (2E, L)`` and
     ``posterior (n, L)``. ``power (n,)``: exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for
-    the paper's rule). Returns the largest change of any posterior entry."""
+    the paper's rule). Returns the mean over samples of the largest change of a sample's
+    posterior entry."""
     change = 0.0
     for start, stop, verts, starts in graph.classes:  # a few colour classes, each vectorised
         incoming = pairwise_message(out[graph.twin[start:stop]], theta)
@@ -163,17 +169,18 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
         new -= new.max(axis=1, keepdims=True)
         if damping > 0:
             new = (1.0 - damping) * new + damping * out[start:stop]
+            new -= new.max(axis=1, keepdims=True)
         out[start:stop] = new
         p = np.exp(logp)
-        change = max(change, float(np.abs(p - posterior[verts]).max()))
+        change += float(np.abs(p - posterior[verts]).max(axis=1).sum())
         posterior[verts] = p
     if len(graph.isolated):
         u = unary[graph.isolated]
         p = np.exp(u - u.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        change = max(change, float(np.abs(p - posterior[graph.isolated]).max()))
+        change += float(np.abs(p - posterior[graph.isolated]).max(axis=1).sum())
         posterior[graph.isolated] = p
-    return change
+    return change / max(graph.n, 1)
 
 
 def pair_marginals(out: np.ndarray, graph: RegionGraph, theta: np.ndarray) -> np.ndarray:

@@ -80,7 +80,7 @@ class Parameters:
     seed: int = 0
     # --- stage 5: regions ---------------------------------------------------------------
     #: Triangles whose longest side exceeds this many H_cc separate text regions.
-    region_threshold: float = 4.0
+    region_threshold: float = 2.5
     #: Regions with fewer samples join the nearest larger region.
     min_region_samples: int = 60
     # --- stage 6: initial lines ---------------------------------------------------------
@@ -109,8 +109,9 @@ class Parameters:
     c_v: float = 1.0
     #: Damping of message updates in the log domain (0 = none).
     damping: float = 0.5
-    #: Message-passing sweeps per E-step at most, and the posterior change that ends them.
-    mp_max_sweeps: int = 30
+    #: Message-passing sweeps per E-step at most, and the mean (over samples) largest change of
+    #: a posterior entry that ends them.
+    mp_max_sweeps: int = 10
     mp_tolerance: float = 1e-3
     #: Learn the line-probability parameters theta_l by moment matching (paper, "Line probability").
     learn_line_prior: bool = True

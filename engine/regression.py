@@ -47,7 +47,7 @@ def fit_lines(uv: np.ndarray, weights: np.ndarray, rotation_invariant: bool = Tr
         suv = moments[:, 4] / safe - mu * mv
         svv = moments[:, 5] / safe - mv * mv
         suu, svv = np.maximum(suu, 0.0), np.maximum(svv, 0.0)
-        ols = np.where(suu > 1e-12, suv / np.where(suu > 1e-12, suu, 1.0), 0.0)
+        ols = np.where(suu > 1e-12, suv / np.where(suu > 1e-12, suu, 1.0), 0.0 * mu)  # NaN: no weight
         if rotation_invariant:
             beta = 0.5 * np.arctan2(2.0 * suv, suu - svv)
             beta = np.where(suu >= svv, beta, np.arctan(ols))

@@ -9,9 +9,10 @@ Each text line is written in its own frame: ``u`` runs along the text from the l
 Words are single pen trajectories (centripetal Catmull-Rom splines through per-letter key points)
 drawn with ``cv2.polylines``; letters inside a word are connected, words are separated by gaps of
 0.5-1 x-height.  Some letters have ascenders (up to ~1.8 h) or descenders (down to ~0.8 h) and
-some carry a dot (a separate small component labelled with its line).  Each line is drawn into
-its own layer; the label image takes, pixel by pixel, the last line that inked it, and after the
-final mild blur the labels are re-derived so that ``labels > 0`` is exactly ``image < 128``.
+some carry a dot (a separate small component labelled with its line).  Lines are drawn one after
+the other into a label canvas with their own number, so each pixel keeps the last line that inked
+it; after the final mild blur the labels are re-derived so that ``labels > 0`` is exactly
+``image < 128`` (pixels the blur darkened take a neighbouring line's label).
 
 ``make_page(kind, seed, scale)`` is a pure function of its arguments (``numpy.random.default_rng``).
 """
@@ -193,19 +194,17 @@ def _write_line(rng: np.random.Generator, style: _Style, line: _Line
     return strokes, dots, bottoms
 
 
-def _draw(line: _Line, strokes: list[np.ndarray], dots: list[tuple[float, float, float]],
-          shape: tuple[int, int], thickness: int) -> np.ndarray:
-    """Rasterise one line into a bool layer of ``shape`` (H, W)."""
-    layer = np.zeros(shape, np.uint8)
+def _draw(canvas: np.ndarray, value: int, line: _Line, strokes: list[np.ndarray],
+          dots: list[tuple[float, float, float]], thickness: int) -> None:
+    """Rasterise one line into ``canvas`` (uint16, (H, W)) with ``value``, over what is there."""
     shift = 4
     f = float(1 << shift)
     pts = [np.round(line.to_page(s) * f).astype(np.int32) for s in strokes]
-    cv2.polylines(layer, pts, False, 255, thickness, cv2.LINE_8, shift)
+    cv2.polylines(canvas, pts, False, value, thickness, cv2.LINE_8, shift)
     for u, v, r in dots:
         (x, y), = line.to_page(np.array([[u, v]]))
-        cv2.circle(layer, (int(round(x * f)), int(round(y * f))), int(round(max(r, 1.2) * f)),
-                   255, -1, cv2.LINE_8, shift)
-    return layer > 0
+        cv2.circle(canvas, (int(round(x * f)), int(round(y * f))), int(round(max(r, 1.2) * f)),
+                   value, -1, cv2.LINE_8, shift)
 
 
 def _extent(lines: list[_Line], h: float) -> tuple[float, float, float, float]:
@@ -337,8 +336,7 @@ def _layout(kind: str, rng: np.random.Generator, scale: float) -> tuple[list[_Li
 def _render(lines: list[_Line], style: _Style, rng: np.random.Generator, shape: tuple[int, int],
             scale: float, touching: bool) -> tuple[np.ndarray, np.ndarray]:
     """Write and draw every line; return (image uint8, labels int32), both ``shape`` (H, W)."""
-    labels = np.zeros(shape, np.int32)
-    darkness = np.full(shape, 255.0, np.float32)
+    canvas = np.zeros(shape, np.uint16)  # line k's strokes drawn with value k, later lines on top
     bottoms_prev: list[float] = []
     for k, ln in enumerate(lines, start=1):
         if k > 1 and lines[k - 2].block == ln.block:
@@ -353,11 +351,12 @@ def _render(lines: list[_Line], style: _Style, rng: np.random.Generator, shape: 
                 ln.avoid_ascenders = below
         strokes, dots, bottoms = _write_line(rng, style, ln)
         bottoms_prev = bottoms
-        layer = _draw(ln, strokes, dots, shape, style.thickness)
-        labels[layer] = k
-        darkness[layer] = rng.uniform(15.0, 50.0)
-    image = darkness + rng.normal(0.0, 6.0, shape).astype(np.float32) * (darkness < 128)
-    image = np.where(darkness < 128, image, 250.0 + rng.normal(0.0, 2.5, shape).astype(np.float32))
+        _draw(canvas, k, ln, strokes, dots, style.thickness)
+    labels = canvas.astype(np.int32)
+    # Per-line ink darkness (0 = paper, 250), plus noise, then a mild blur.
+    tone = np.concatenate([[250.0], rng.uniform(15.0, 50.0, len(lines))]).astype(np.float32)
+    noise = rng.standard_normal(shape, dtype=np.float32)
+    image = tone[labels] + noise * np.where(labels > 0, np.float32(6.0), np.float32(2.5))
     image = cv2.GaussianBlur(image, (0, 0), 0.6 * scale)
     image = np.clip(np.round(image), 0, 255).astype(np.uint8)
     # Exact labels: ink pixels the blur darkened take a neighbouring drawn pixel's line (the blur is

@@ -2,8 +2,9 @@
 
 Where the engine itself is not the subject (resume, atomicity, error handling) a fast
 deterministic double, :func:`fake_segment`, stands in for ``engine.pipeline.segment``; it is
-module-level so that spawned workers can unpickle it.  Tests marked by ``real_engine`` run
-the real pipeline on small synthetic pages.
+module-level so that spawned workers can unpickle it.  Tests named ``test_real_*`` run the
+real pipeline on small synthetic pages (scale 0.6); ``test_dask_local_cluster`` starts a real
+dask LocalCluster (select them with ``-k real`` / ``-k dask``).
 """
 
 from __future__ import annotations
@@ -86,17 +87,6 @@ def read_report(path: Path) -> list[dict]:
 
 def no_temp_files(outdir: Path) -> bool:
     return not [p for p in outdir.iterdir() if p.name.startswith(".") and ".tmp" in p.name]
-
-
-def real_engine_available() -> bool:
-    try:
-        import engine.pipeline  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-real_engine = pytest.mark.skipif(not real_engine_available(), reason="engine stages not importable yet")
 
 
 # --- discovery and stems ------------------------------------------------------------------------
@@ -279,8 +269,7 @@ def deterministic_bytes(path: Path) -> bytes:
     return data
 
 
-@real_engine
-def test_real_engine_serial_equals_parallel(tmp_path: Path) -> None:
+def test_real_serial_equals_parallel(tmp_path: Path) -> None:
     pages = synthetic_pages(tmp_path / "in", 3)
     params = Parameters(seed=11)
     s = run_batch(pages, tmp_path / "s", params, jobs=1)
@@ -293,7 +282,6 @@ def test_real_engine_serial_equals_parallel(tmp_path: Path) -> None:
             assert deterministic_bytes(a) == deterministic_bytes(b), a.name
 
 
-@real_engine
 def test_dask_local_cluster(tmp_path: Path) -> None:
     """dask: a real LocalCluster of 2 worker processes gives the same outputs as a serial run."""
     pytest.importorskip("dask.distributed")

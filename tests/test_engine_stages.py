@@ -1,0 +1,437 @@
+"""Stages 1-6 and the E/M-step building blocks of the engine, each on a real (small) computation:
+sampling, Delaunay graph and colouring, regions, ink mask and component statistics, initial
+lines, weighted regression, message passing (O(L) vs dense, fixed points, theta learning) and
+the unary term."""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+import pytest
+from scipy.spatial import Delaunay
+from synthetic import make_page
+
+from engine import message_passing as mp
+from engine.components import component_stats
+from engine.graph import colour_classes, delaunay_edges
+from engine.ink import ink_mask
+from engine.model import ComponentStats, LineSet, Page
+from engine.params import Parameters
+from engine.pipeline import prepare
+from engine.regions import find_regions
+from engine.regression import fit_lines
+from engine.sampling import sample_ink_pixels
+from engine.unary import interline_space, log_unary
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _blob_components(seed: int = 0, n: int = 40, shape: tuple[int, int] = (400, 600)) -> np.ndarray:
+    """Labelled components: ``n`` filled ellipses of random size (plus tiny ones) on a blank page."""
+    rng = np.random.default_rng(seed)
+    ink = np.zeros(shape, np.uint8)
+    for _ in range(n):
+        c = (int(rng.integers(20, shape[1] - 20)), int(rng.integers(20, shape[0] - 20)))
+        axes = (int(rng.integers(1, 15)), int(rng.integers(1, 10)))
+        cv2.ellipse(ink, c, axes, float(rng.uniform(0, 180)), 0, 360, 1, -1)
+    _, labels = cv2.connectedComponents(ink, connectivity=8)
+    return labels.astype(np.int32)
+
+
+def _lineset(a, b, c, sigma_t, sigma_s, rotation_invariant: bool = True) -> LineSet:
+    n = len(a)
+    return LineSet(np.asarray(a, float), np.asarray(b, float), np.asarray(c, float),
+                   np.asarray(sigma_t, float), np.asarray(sigma_s, float), np.full(n, 1.0 / n),
+                   np.zeros(n, np.int32), np.zeros(n), rotation_invariant)
+
+
+def _random_region_graph(n: int = 40, seed: int = 0) -> mp.RegionGraph:
+    pts = np.random.default_rng(seed).uniform(0, 100, (n, 2))
+    _, edges = delaunay_edges(pts)
+    return mp.build_region_graph(n, edges, seed)
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def test_sampling_ratio_coverage_and_seed():
+    """The sample holds ratio x ink pixels (+-1 %), at least one pixel of every component; the
+    samples sit on ink of the stated component; same seed -> identical, other seed -> different."""
+    comps = _blob_components()
+    n_ink = int((comps > 0).sum())
+    ratio = 0.05
+    samples, comp = sample_ink_pixels(comps, ratio, seed=3)
+    assert abs(len(samples) / n_ink - ratio) <= 0.01 * ratio
+    xs, ys = samples[:, 0].astype(int), samples[:, 1].astype(int)
+    assert np.array_equal(comps[ys, xs], comp)
+    assert set(np.unique(comp)) == set(range(1, int(comps.max()) + 1))
+    again, comp2 = sample_ink_pixels(comps, ratio, seed=3)
+    assert np.array_equal(samples, again) and np.array_equal(comp, comp2)
+    other, _ = sample_ink_pixels(comps, ratio, seed=4)
+    assert len(other) != len(samples) or not np.array_equal(other, samples)
+
+
+def test_sampling_empty_page():
+    """A page without ink gives zero samples of the right shapes."""
+    samples, comp = sample_ink_pixels(np.zeros((50, 60), np.int32), 0.05, seed=0)
+    assert samples.shape == (0, 2) and comp.shape == (0,)
+
+
+# --------------------------------------------------------------------------- graph
+
+
+def test_delaunay_edges_match_scipy():
+    """Edges are unique, i < j, and equal the neighbour pairs scipy's Delaunay reports."""
+    pts = np.random.default_rng(1).uniform(0, 500, (300, 2))
+    tri, edges = delaunay_edges(pts)
+    assert tri.shape[1] == 3 and edges.shape[1] == 2
+    assert np.all(edges[:, 0] < edges[:, 1])
+    assert len(np.unique(edges, axis=0)) == len(edges)
+    indptr, nbr = Delaunay(pts).vertex_neighbor_vertices
+    ref = {(min(i, int(j)), max(i, int(j))) for i in range(len(pts)) for j in nbr[indptr[i]:indptr[i + 1]]}
+    assert {tuple(e) for e in edges.tolist()} == ref
+
+
+@pytest.mark.parametrize("pts", [np.zeros((0, 2)), np.array([[0.0, 0.0], [5.0, 3.0]]),
+                                 np.stack([np.arange(10.0), 2.0 * np.arange(10.0) + 1], axis=1)],
+                         ids=["empty", "two-points", "collinear"])
+def test_delaunay_degenerate_is_empty(pts):
+    """Fewer than three points or collinear points: no crash, no triangle, no edge."""
+    tri, edges = delaunay_edges(pts)
+    assert tri.shape == (0, 3) and edges.shape == (0, 2)
+
+
+def test_colour_classes_proper():
+    """No Delaunay edge joins two vertices of one colour; every vertex gets a colour."""
+    pts = np.random.default_rng(2).uniform(0, 300, (500, 2))
+    _, edges = delaunay_edges(pts)
+    for seed in (0, 1, 7):
+        colour = colour_classes(len(pts), edges, seed)
+        assert colour.min() >= 0
+        assert not np.any(colour[edges[:, 0]] == colour[edges[:, 1]])
+        assert colour.max() < 30  # a few dozen rounds at most, not one colour per vertex
+
+
+# --------------------------------------------------------------------------- regions
+
+
+def test_regions_separate_blocks_and_absorb_small_clusters():
+    """Two blocks of points 300 px apart (threshold 25 px) are two regions and no MRF edge crosses
+    them; a 5-point cluster 40 px right of block B joins B, the nearest big region."""
+    rng = np.random.default_rng(0)
+    gx, gy = np.meshgrid(np.arange(0, 200, 8.0), np.arange(0, 100, 8.0))
+    grid = np.stack([gx.ravel(), gy.ravel()], axis=1)
+    block_a = grid + rng.uniform(-2, 2, grid.shape) + [50, 50]
+    block_b = grid + rng.uniform(-2, 2, grid.shape) + [550, 50]
+    cluster = np.array([[790.0, 100.0], [793, 102], [791, 105], [796, 99], [794, 104]])
+    samples = np.concatenate([block_a, block_b, cluster])
+    samples = samples[np.lexsort((samples[:, 0], samples[:, 1]))]  # raster order, as sampling gives
+    stats = ComponentStats(h_cc=10.0, w_cc=10.0, n_components=1)
+    params = Parameters(region_threshold=2.5, min_region_samples=60)
+    tri, _ = delaunay_edges(samples)
+    region, edges = find_regions(samples, tri, stats, params)
+    assert set(np.unique(region)) == {0, 1}
+    assert np.all(region[edges[:, 0]] == region[edges[:, 1]])
+    in_a = samples[:, 0] < 400
+    in_c = samples[:, 0] > 780
+    assert len(np.unique(region[in_a])) == 1
+    assert len(np.unique(region[~in_a])) == 1
+    assert region[in_c][0] != region[in_a][0]
+    assert len(edges) > 0
+
+
+# --------------------------------------------------------------------------- ink and components
+
+
+def _stroke_page(seed: int = 0) -> np.ndarray:
+    """Bool ``(H, W)`` of separate thick random strokes, one per 50 x 50 cell, word-sized (the
+    truth for the ink tests)."""
+    rng = np.random.default_rng(seed)
+    ink = np.zeros((300, 400), np.uint8)
+    for y0 in range(0, 300, 50):
+        for x0 in range(0, 400, 50):
+            p = rng.integers(12, 38, 2)
+            q = p + rng.integers(-10, 11, 2)
+            cv2.line(ink, (x0 + int(p[1]), y0 + int(p[0])), (x0 + int(q[1]), y0 + int(q[0])), 1, 3)
+    return ink.astype(bool)
+
+
+def test_bilevel_page_ink_is_identity():
+    """A bilevel page: the ink mask is exactly ``gray < 128``, components relabel the ink."""
+    truth = _stroke_page()
+    gray = np.where(truth, 0, 255).astype(np.uint8)
+    ink, comps = ink_mask(Page(gray=gray, bilevel=True), Parameters())
+    assert np.array_equal(ink, truth)
+    assert np.array_equal(comps > 0, truth)
+
+
+def test_grey_page_ink_recovers_strokes():
+    """A grey page (dark strokes with noise on light paper) -> the mask recovers them, IoU > 0.9."""
+    truth = _stroke_page(1)
+    rng = np.random.default_rng(0)
+    gray = np.where(truth, 50.0, 235.0) + rng.normal(0, 6, truth.shape)
+    gray = np.clip(gray, 0, 255).astype(np.uint8)
+    ink, _ = ink_mask(Page(gray=gray, bilevel=False), Parameters())
+    iou = (ink & truth).sum() / (ink | truth).sum()
+    assert iou > 0.9, iou
+
+
+def test_specks_removed():
+    """Isolated pixels and 2x2 dots (below min_speck_area and the speck ratio) are removed;
+    the strokes stay."""
+    truth = _stroke_page(2)
+    noisy = truth.copy()
+    rng = np.random.default_rng(3)
+    free = np.argwhere(cv2.dilate(truth.astype(np.uint8), np.ones((7, 7), np.uint8)) == 0)
+    for y, x in free[rng.choice(len(free), 60, replace=False)]:
+        noisy[y, x] = True
+    gray = np.where(noisy, 0, 255).astype(np.uint8)
+    ink, _ = ink_mask(Page(gray=gray, bilevel=True), Parameters())
+    assert np.array_equal(ink, truth)
+
+
+def test_component_stats_of_known_blobs():
+    """H_cc and W_cc of a page of 20 x 30 px boxes (plus small dots) are 20 and 30 within 10 %."""
+    comps = np.zeros((400, 600), np.int32)
+    k = 0
+    for row in range(6):
+        for col in range(8):
+            k += 1
+            y, x = 20 + row * 60, 20 + col * 70
+            comps[y:y + 20, x:x + 30] = k
+            k += 1
+            comps[y + 30:y + 33, x + 40:x + 43] = k  # a dot
+    stats = component_stats(comps)
+    assert stats.n_components == k
+    assert stats.h_cc == pytest.approx(20, rel=0.1)
+    assert stats.w_cc == pytest.approx(30, rel=0.1)
+
+
+# --------------------------------------------------------------------------- initial lines
+
+
+def test_initial_lines_on_skewed_page():
+    """On a skewed synthetic page the region's angle is within 1.5 deg of the page's and the
+    initial lines number at least the true lines minus one."""
+    page = make_page("skewed", seed=0)
+    prep = prepare(page.image, Parameters())
+    assert len(prep.regions) >= 1
+    true_deg = float(np.mean(page.angles))
+    main = max(prep.regions, key=lambda r: r.n_samples)
+    assert abs(math.degrees(main.phi) - true_deg) <= 1.5, (math.degrees(main.phi), true_deg)
+    assert len(prep.initial_lines) >= page.n_lines - 1
+
+
+def test_best_orientation_straight_is_zero():
+    """The orientation search (best_orientation, through prepare) finds 0 deg (within 1 deg) for
+    the region of a straight page."""
+    page = make_page("straight", seed=1, scale=0.6)
+    prep = prepare(page.image, Parameters())
+    main = max(prep.regions, key=lambda r: r.n_samples)
+    assert abs(math.degrees(main.phi)) <= 1.0
+
+
+# --------------------------------------------------------------------------- regression
+
+
+def _line_points(rng, a, b, c, sigma_t, half, n, perpendicular: bool) -> np.ndarray:
+    """Points around ``v = a u + b``: along-coordinate uniform over ``c +- half``, Gaussian noise
+    ``sigma_t`` across (perpendicular to the line, or vertical for the paper form)."""
+    s = rng.uniform(c - half, c + half, n)
+    t = rng.normal(0.0, sigma_t, n)
+    if perpendicular:
+        norm = math.sqrt(1 + a * a)
+        d = np.array([1.0, a]) / norm
+        nrm = np.array([-a, 1.0]) / norm
+        base = np.array([-a * b, b]) / (1 + a * a)  # foot of the origin's perpendicular on the line
+        return base + s[:, None] * d + t[:, None] * nrm
+    return np.stack([s, a * s + b + t], axis=1)
+
+
+@pytest.mark.parametrize("rotation_invariant", [True, False], ids=["rotation-invariant", "paper"])
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
+def test_fit_lines_recovers_known_lines(rotation_invariant, soft):
+    """Two lines with Gaussian noise: a, b, c, sigma_t, sigma_s are recovered (hard 0/1 weights and
+    soft weights in (0.3, 1) on a line's points, 1e-9 elsewhere)."""
+    rng = np.random.default_rng(5)
+    truth = [(0.1, 50.0, 300.0, 3.0, 200.0), (-0.05, 150.0, 250.0, 4.0, 150.0)]
+    pts, w = [], []
+    for k, (a, b, c, st, half) in enumerate(truth):
+        p = _line_points(rng, a, b, c, st, half, 4000, perpendicular=rotation_invariant)
+        col = np.zeros((len(p), 2))
+        col[:, k] = rng.uniform(0.3, 1.0, len(p)) if soft else 1.0
+        pts.append(p)
+        w.append(col)
+    uv, weights = np.concatenate(pts), np.concatenate(w)
+    if soft:
+        weights = np.maximum(weights, 1e-9)
+    fit = fit_lines(uv, weights, rotation_invariant, sigma_t_floor=0.1, sigma_s_floor=0.1)
+    for k, (a, b, c, st, half) in enumerate(truth):
+        assert fit.a[k] == pytest.approx(a, abs=0.005)
+        assert fit.b[k] == pytest.approx(b, abs=1.5)
+        assert fit.c[k] == pytest.approx(c, abs=5.0)
+        assert fit.sigma_t[k] == pytest.approx(st, rel=0.05)
+        assert fit.sigma_s[k] == pytest.approx(2 * half / math.sqrt(12), rel=0.05)
+
+
+@pytest.mark.parametrize("deg", [-79.0, -60.0, -33.0, -5.0, 0.0, 12.0, 45.0, 60.0, 79.0])
+def test_fit_lines_rotation_invariant_any_angle(deg):
+    """Points of a line at ``deg`` (perpendicular noise): atan(a) of the rotation-invariant fit is
+    ``deg`` within 0.5 deg and sigma_t/sigma_s are the rotation's invariants."""
+    rng = np.random.default_rng(11)
+    a = math.tan(math.radians(deg))
+    uv = _line_points(rng, a, 20.0, 100.0, 3.0, 150.0, 3000, perpendicular=True)
+    fit = fit_lines(uv, np.ones((len(uv), 1)), True, 0.1, 0.1)
+    assert math.degrees(math.atan(fit.a[0])) == pytest.approx(deg, abs=0.5)
+    assert fit.sigma_t[0] == pytest.approx(3.0, rel=0.05)
+    assert fit.sigma_s[0] == pytest.approx(300 / math.sqrt(12), rel=0.05)
+    assert fit.c[0] == pytest.approx(100.0, abs=5.0)
+
+
+def test_fit_lines_paper_form_not_rotation_invariant():
+    """The paper form at 60 deg (perpendicular noise 3 px): the OLS slope still gives ~60 deg, but
+    sigma_t is the *vertical* residual (3 / cos 60 = 6 px) and sigma_s the spread of u only
+    (cos 60 = half the along-line spread): the fitted Gaussian depends on the frame."""
+    rng = np.random.default_rng(12)
+    deg = 60.0
+    a = math.tan(math.radians(deg))
+    uv = _line_points(rng, a, 20.0, 100.0, 3.0, 150.0, 3000, perpendicular=True)
+    paper = fit_lines(uv, np.ones((len(uv), 1)), False, 0.1, 0.1)
+    inv = fit_lines(uv, np.ones((len(uv), 1)), True, 0.1, 0.1)
+    assert math.degrees(math.atan(paper.a[0])) == pytest.approx(deg, abs=0.5)
+    assert paper.sigma_t[0] == pytest.approx(3.0 / math.cos(math.radians(deg)), rel=0.05)
+    assert paper.sigma_s[0] == pytest.approx(inv.sigma_s[0] * math.cos(math.radians(deg)), rel=0.05)
+    assert inv.sigma_t[0] == pytest.approx(3.0, rel=0.05)
+    assert paper.c[0] != pytest.approx(inv.c[0], abs=5.0)  # c is the mean u, not the along-line mean
+
+
+def test_fit_lines_zero_weight_gives_nan():
+    """A weight column of zeros: that line's parameters are NaN (the caller keeps the old ones),
+    the other line is fitted."""
+    rng = np.random.default_rng(0)
+    uv = _line_points(rng, 0.0, 10.0, 0.0, 2.0, 50.0, 200, perpendicular=True)
+    weights = np.stack([np.ones(len(uv)), np.zeros(len(uv))], axis=1)
+    for rot in (True, False):
+        fit = fit_lines(uv, weights, rot)
+        assert np.isfinite(fit.a[0]) and fit.weight[1] == 0
+        assert np.isnan(fit.a[1]) and np.isnan(fit.b[1]) and np.isnan(fit.c[1])
+
+
+# --------------------------------------------------------------------------- message passing
+
+
+@pytest.mark.parametrize("n_labels", [1, 2, 3, 7, 40])
+@pytest.mark.parametrize("theta", [(0.0, 0.0, 0.0), (0.0, 2.0, 5.0), (-3.0, 1.0, 2.0), (4.0, -2.0, -2.0),
+                                   (-10.0, 0.0, 10.0)])
+def test_pairwise_message_equals_dense(n_labels, theta):
+    """The O(L) pairwise sum equals the dense L x L table's on random log messages."""
+    rng = np.random.default_rng(n_labels)
+    log_m = rng.normal(0, 3, (25, n_labels)).astype(np.float32)
+    fast = mp.pairwise_message(log_m, np.array(theta))
+    dense = mp.pairwise_message_dense(log_m, np.array(theta))
+    assert fast.shape == dense.shape == log_m.shape
+    np.testing.assert_allclose(fast, dense, atol=1e-4)
+
+
+def _run_to_convergence(graph, unary, theta, power, damping, learn=None, max_sweeps=3000):
+    out = np.zeros((2 * len(graph.pair), unary.shape[1]), np.float32)
+    post = np.full(unary.shape, 1.0 / unary.shape[1], np.float32)
+    change = np.inf
+    for _ in range(max_sweeps):
+        if learn is not None:
+            theta, _ = mp.learn_theta(mp.edge_class_fractions(out, graph), theta, learn)
+        change = mp.sweep(unary, out, graph, theta, power, damping, post)
+        if change < 1e-6:
+            break
+    return out, post, theta, change
+
+
+@pytest.mark.parametrize("rule", ["bethe", "convex"])
+def test_message_passing_fixed_point_is_consistent(rule):
+    """At a fixed point of message passing (fixed theta) the pair marginals summed over one end
+    equal the single posteriors of that end within 1e-4 (bethe: power 1, damping 0.5; convex:
+    power 1/(1 + A_v), no damping)."""
+    graph = _random_region_graph(40, seed=3)
+    rng = np.random.default_rng(4)
+    unary = rng.normal(0, 1.5, (graph.n, 5)).astype(np.float32)
+    theta = np.array([-1.0, 0.0, 1.0])
+    if rule == "bethe":
+        power, damping = np.ones(graph.n, np.float32), 0.5
+    else:
+        power, damping = (1.0 / (1.0 + graph.degree)).astype(np.float32), 0.0
+    out, post, _, change = _run_to_convergence(graph, unary, theta, power, damping)
+    assert change < 1e-6
+    pm = mp.pair_marginals(out, graph, theta)
+    i = graph.owner[graph.pair[:, 0]]
+    j = graph.owner[graph.pair[:, 1]]
+    np.testing.assert_allclose(pm.sum(axis=2), post[i], atol=1e-4)
+    np.testing.assert_allclose(pm.sum(axis=1), post[j], atol=1e-4)
+
+
+def test_theta_learning_matches_moments():
+    """Learning theta between sweeps (as engine/em.py does) drives the mean edge class marginals
+    E_{p_u}[f] to the target moments within 1e-2. The points form four bands (text lines) with an
+    ordered distance unary, so that the moments are attainable (about 5 % of the Delaunay edges
+    join adjacent bands)."""
+    rng = np.random.default_rng(0)
+    pts = np.concatenate([np.stack([rng.uniform(0, 40, 120), 20.0 * k + rng.normal(0, 4, 120)], axis=1)
+                          for k in range(4)])
+    _, edges = delaunay_edges(pts)
+    graph = mp.build_region_graph(len(pts), edges, 0)
+    unary = (-((pts[:, 1:2] - 20.0 * np.arange(4)) ** 2) / (2 * 8.0**2)).astype(np.float32)
+    moments = np.array([0.941, 0.053, 0.006])
+    out, _, theta, _ = _run_to_convergence(graph, unary, np.zeros(3), np.ones(graph.n, np.float32), 0.5,
+                                           learn=moments, max_sweeps=150)
+    got = mp.class_marginals(mp.edge_class_fractions(out, graph), theta).mean(axis=0)
+    np.testing.assert_allclose(got, moments, atol=1e-2)
+
+
+def test_learn_theta_armijo_never_increases_dual():
+    """Each accepted Armijo step of learn_theta lowers (or keeps) the convex dual
+    g(theta) = mean_u log sum_k q_uk e^{-theta_k} + theta . mu."""
+    rng = np.random.default_rng(8)
+    mu = np.array([0.941, 0.053, 0.006])
+
+    def dual(q, t):
+        return float(np.log((q * np.exp(-t)).sum(axis=1)).mean() + t @ mu)
+
+    for trial in range(20):
+        q = rng.dirichlet(np.ones(3) * 0.5, size=50)
+        theta = rng.normal(0, 3, 3)
+        for _ in range(15):
+            new, step = mp.learn_theta(q, theta, mu)
+            assert dual(q, new) <= dual(q, theta) + 1e-9, trial
+            if step == 0.0:
+                assert np.array_equal(new, theta)
+            theta = new
+
+
+# --------------------------------------------------------------------------- unary
+
+
+def test_unary_plateau():
+    """Within r x S_l of the line the across-term is flat (same log-unary as on the line); beyond it
+    the log-unary decreases."""
+    lines = _lineset([0.0], [100.0], [50.0], [4.0], [80.0])
+    space, r = np.array([20.0]), 0.3  # plateau half-width 6 px
+    uv = np.array([[50.0, 100.0], [50.0, 105.0], [50.0, 94.5], [50.0, 110.0]])
+    u = log_unary(uv, lines, space, r)[:, 0]
+    assert u[1] == pytest.approx(u[0], abs=1e-6) and u[2] == pytest.approx(u[0], abs=1e-6)
+    assert u[3] < u[0] - 0.5
+    expected_drop = (10.0 - 6.0) ** 2 / (2 * 4.0**2)
+    assert u[0] - u[3] == pytest.approx(expected_drop, rel=1e-4)
+
+
+def test_interline_space_of_parallel_lines():
+    """Three parallel lines d = 30 px apart: the middle one's interline space is 30 (and so are the
+    outer ones', from their one neighbour)."""
+    for rot in (True, False):
+        lines = _lineset([0.02] * 3, [100.0, 130.0, 160.0], [200.0] * 3, [3.0] * 3, [100.0] * 3, rot)
+        space = interline_space(lines, default=99.0)
+        d = 30.0 / math.sqrt(1 + 0.02**2) if rot else 30.0
+        assert space[1] == pytest.approx(d, rel=1e-3)
+        assert space[0] == pytest.approx(d, rel=1e-3) and space[2] == pytest.approx(d, rel=1e-3)
+    alone = _lineset([0.0], [0.0], [0.0], [3.0], [100.0])
+    assert interline_space(alone, default=42.0)[0] == 42.0

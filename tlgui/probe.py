@@ -1,0 +1,136 @@
+"""How responsive the window stays while the engine runs, and how long a snapshot redraw takes.
+
+``GapProbe`` is a 10 ms QTimer in the GUI thread that records the time between its ticks: a
+gap much above 10 ms means the GUI thread was blocked that long (by our drawing, by the GIL
+held in the engine thread, or by anything else).  :func:`measure` opens a page in a real
+window, runs the method to the end with the probe on, then redraws every computed snapshot
+with every layer shown and times it (``show_snapshot`` plus a synchronous repaint).
+
+    python -m tlgui.probe PAGE [PAGE ...]          # JSON per page on stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer
+
+
+class GapProbe(QObject):
+    """Record the gaps between ticks of a ``interval_ms`` timer running in the GUI thread."""
+
+    def __init__(self, interval_ms: int = 10) -> None:
+        super().__init__()
+        self.timer = QTimer(self)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self._tick)
+        self.gaps: list[float] = []
+        self._last: float | None = None
+
+    def start(self) -> None:
+        self.gaps = []
+        self._last = time.perf_counter()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.gaps.append((now - self._last) * 1e3)
+        self._last = now
+
+    def summary(self) -> dict[str, float]:
+        g = np.asarray(self.gaps) if self.gaps else np.zeros(1)
+        return {"ticks": len(self.gaps), "max_gap_ms": float(g.max()),
+                "p99_gap_ms": float(np.percentile(g, 99)), "median_gap_ms": float(np.median(g)),
+                "gaps_over_100ms": int((g > 100).sum())}
+
+
+def _wait(app: Any, condition: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        app.processEvents()
+        time.sleep(0.002)
+    return True
+
+
+def redraw_times(window: Any, all_layers: bool = True) -> list[float]:
+    """Milliseconds to draw each computed snapshot and repaint the canvas, synchronously."""
+    canvas = window.canvas
+    if all_layers:
+        for name in canvas.layers:
+            canvas.set_layer_visible(name, True)
+    times = []
+    for snap in window.session.snapshots:
+        t0 = time.perf_counter()
+        canvas.show_snapshot(snap)
+        canvas.repaint()  # synchronous paint: the scene's cost is counted too
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 1000)) -> dict[str, Any]:
+    """Open ``page`` in a window, run to the end with the gap probe on; report the figures."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    from .window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    window = MainWindow()
+    window.resize(*size)
+    window.show()
+    probe = GapProbe()
+    t0 = time.perf_counter()
+    window.open_page(page)
+    probe.start()  # the probe covers loading and preparation too
+    ok = _wait(app, lambda: window.session.prep is not None and not window.is_busy()
+               or bool(window.banner.text()), timeout)
+    t_prep = time.perf_counter() - t0
+    if ok and window.session.prep is not None:
+        window.run()
+        ok = _wait(app, lambda: not window.is_busy(), timeout)
+    probe.stop()
+    wall = time.perf_counter() - t0
+    prep = window.session.prep
+    redraw = redraw_times(window) if window.session.snapshots else [0.0]
+    result = {
+        "page": page, "ok": ok and not window.banner.text(), "error": window.banner.text(),
+        "wall_s": round(wall, 2), "prepare_s": round(t_prep, 2),
+        "samples": 0 if prep is None else len(prep.samples),
+        "edges": 0 if prep is None else len(prep.edges),
+        "snapshots": len(window.session.snapshots),
+        **{k: round(v, 1) if isinstance(v, float) else v for k, v in probe.summary().items()},
+        "redraw_ms_max": round(max(redraw), 1), "redraw_ms_median": round(float(np.median(redraw)), 1),
+        "live_redraw_ms_max": round(max(window.canvas.redraw_ms or [0.0]), 1),
+    }
+    window.shutdown()
+    window.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tlgui.probe", description=__doc__.splitlines()[0])
+    parser.add_argument("pages", nargs="+")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    args = parser.parse_args(argv)
+    worst = 0.0
+    for page in args.pages:
+        result = measure(page, args.timeout)
+        worst = max(worst, result["max_gap_ms"])
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
