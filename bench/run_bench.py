@@ -47,7 +47,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 T_A = 0.95
 LINE_THRESHOLD = 0.75
-CSV_FIELDS = ("set", "page", "status", "seconds", "peak_mb", "N", "M", "o2o", "DR", "RA", "FM",
+CSV_FIELDS = ("set", "page", "status", "seconds", "cpu_s", "peak_mb", "N", "M", "o2o", "DR", "RA", "FM",
               "line_IU", "line_F1", "pixel_IU", "correct", "missed", "extra", "lines", "em_iterations",
               "samples", "h_cc", "image", "gt", "error")
 
@@ -120,10 +120,12 @@ def run_page(task: Task) -> dict[str, Any]:
 
         params = Parameters.from_json(task.params_json)
         dat.parent.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         prep, snap, seg = segment(task.image, params)
         write_dat(dat, seg.labels)
         row["seconds"] = time.perf_counter() - t0
+        # CPU seconds of the page's process: shows when a loaded machine inflated the wall-clock.
+        row["cpu_s"] = time.process_time() - c0
         # Linux reports ru_maxrss in KiB (macOS in bytes).
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         row["peak_mb"] = rss / (1024 * 1024 if sys.platform == "darwin" else 1024)
@@ -164,7 +166,9 @@ def summarise(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
                              "status": "ok" if len(ok) == len(rows) else f"{len(rows) - len(ok)} failed",
                              "median_s": statistics.median(seconds) if seconds else float("nan"),
                              "max_s": max(seconds) if seconds else float("nan"),
-                             "seconds": sum(seconds), "peak_mb": max(peaks) if peaks else float("nan")}
+                             "seconds": sum(seconds),
+                             "cpu_s": sum(r["cpu_s"] for r in rows if "cpu_s" in r),
+                             "peak_mb": max(peaks) if peaks else float("nan")}
     total.update(_score_fields(combine(r["contest"] for r in ok), combine_lines(r["line"] for r in ok)))
     return total
 
@@ -293,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 if row["status"] == "ok":
                     c = row["contest"]
-                    print(f"  {row['set']}/{row['page']}: {row['seconds']:.1f} s, {row['peak_mb']:.0f} MB, "
+                    print(f"  {row['set']}/{row['page']}: {row['seconds']:.1f} s ({row['cpu_s']:.1f} s CPU), "
+                          f"{row['peak_mb']:.0f} MB, "
                           f"N={c.n} M={c.m} o2o={c.o2o} FM={100 * c.fm:.1f}%  "
                           f"[{len(rows)}/{len(tasks)}]", file=sys.stderr, flush=True)
                 else:

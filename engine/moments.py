@@ -6,7 +6,8 @@ farther apart (``mu2``). These shares are measured here on ground truth, on the 
 itself would build:
 
 1. the ground truth's ink pixels (the label map's labelled pixels) are split into 8-connected
-   components and sampled with :func:`engine.sampling.sample_ink_pixels` (``sample_ratio``, seed);
+   components, specks are removed as in :func:`engine.ink.remove_specks`, and the rest is sampled
+   with :func:`engine.sampling.sample_ink_pixels` (``sample_ratio``, seed);
 2. the samples' Delaunay graph (:func:`engine.graph.delaunay_edges`) is cut into text regions
    (:func:`engine.regions.find_regions`, with the components' ``H_cc``);
 3. the MRF edges whose both ends carry a line label are classed by ``|l_i - l_j|`` = 0, 1, >= 2,
@@ -28,7 +29,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
 from . import graph as _graph
@@ -98,7 +98,8 @@ def edge_moments(labels: np.ndarray, params: Parameters | None = None, *,
     labels : int ndarray (H, W)
         Line id of every ink pixel (0 = none); ids need not be ordered or contiguous.
     params : Parameters, optional
-        ``sample_ratio``, ``seed``, ``region_threshold`` and ``min_region_samples`` are used.
+        ``sample_ratio``, ``seed``, ``speck_ratio``, ``min_speck_area``, ``region_threshold`` and
+        ``min_region_samples`` are used.
     ink : bool ndarray (H, W), optional
         Ink to sample; default ``labels > 0`` (the ground truth's own ink). Unlabelled ink takes
         part in the graph but edges touching it are not counted.
@@ -120,7 +121,10 @@ def edge_moments(labels: np.ndarray, params: Parameters | None = None, *,
     counts = np.zeros(3, np.int64)
     if not mask.any():
         return counts, 0
-    _, components = cv2.connectedComponents(mask.astype(np.uint8), connectivity=8, ltype=cv2.CV_32S)
+    # As the engine: 8-connected components, specks removed (they would drive H_cc down and cut
+    # the page into tiny regions), then H_cc, sampling, Delaunay and regions.
+    cc, cc_stats = _ink.label_components(mask)
+    _, components = _ink.remove_specks(cc, cc_stats, params)
     stats = component_stats(components)
     samples, _ = _sampling.sample_ink_pixels(components, params.sample_ratio, params.seed)
     triangles, _ = _graph.delaunay_edges(samples)

@@ -16,10 +16,13 @@ from pathlib import Path
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tlgui", description=__doc__.splitlines()[0])
     parser.add_argument("page", nargs="?", help="page image to open")
-    parser.add_argument("--screenshot", metavar="OUT.png", help="render the window offscreen to this PNG and exit")
+    parser.add_argument("--screenshot", metavar="OUT.png",
+                        help="render the window offscreen to this PNG and exit")
     parser.add_argument("--run", action="store_true", help="with --screenshot: run to the end first")
-    parser.add_argument("--gt", metavar="FILE", help="ground truth to load (label image, .dat, PAGE/ALTO XML)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="with --screenshot: give up after this many s")
+    parser.add_argument("--gt", metavar="FILE",
+                        help="ground truth to load (label image, .dat, PAGE/ALTO XML)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="with --screenshot: give up after this many seconds")
     parser.add_argument("--size", default="1600x1000", help="with --screenshot: window size WxH")
     return parser
 

@@ -242,7 +242,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.layers[name].items.append(item)
 
     def _build_layers(self) -> None:
-        for z, name in enumerate(LAYERS):
+        for name in LAYERS:
             shown, opacity = LAYER_DEFAULTS[name]
             self.layers[name] = Layer(name, visible=shown, opacity=opacity)
         self.page_item = FastImageItem(autoDownsample=True)

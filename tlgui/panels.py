@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -28,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.model import LineSet
-from engine.params import PREPARATION_FIELDS, Parameters, ParameterError
+from engine.params import PREPARATION_FIELDS, ParameterError, Parameters
 
 from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, POSTERIOR_MODES, line_colour
 from .session import Session, lines_table
@@ -85,7 +84,7 @@ class LayerPanel(QWidget):
 
 # --------------------------------------------------------------------------------------------- lines
 
-COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior", "GT")
+COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior")
 
 
 class LineTableModel(QAbstractTableModel):
@@ -94,12 +93,10 @@ class LineTableModel(QAbstractTableModel):
     def __init__(self) -> None:
         super().__init__()
         self.values = np.zeros((0, 8))
-        self.matched: np.ndarray | None = None  # bool per row, when ground truth is loaded
 
-    def set_lines(self, lines: LineSet | None, matched: np.ndarray | None = None) -> None:
+    def set_lines(self, lines: LineSet | None) -> None:
         self.beginResetModel()
         self.values = lines_table(lines) if lines is not None else np.zeros((0, 8))
-        self.matched = matched if matched is not None and len(matched) == len(self.values) else None
         self.endResetModel()
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
@@ -114,23 +111,18 @@ class LineTableModel(QAbstractTableModel):
             return COLUMNS[section]
         return None
 
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: QModelIndex | QPersistentModelIndex,
+             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         row, col = index.row(), index.column()
         if role == Qt.ItemDataRole.DisplayRole:
-            if col == 8:
-                if self.matched is None:
-                    return ""
-                return "✓" if self.matched[row] else "✗"
             v = self.values[row, col]
             if col in (0, 1):
                 return str(int(v))
-            if col == 7:
-                return f"{v:.3f}"
-            return f"{v:.4g}" if col == 2 else f"{v:.1f}"
+            if col == 2:
+                return f"{v:+.3f}"
+            return f"{v:.3f}" if col == 7 else f"{v:.1f}"
         if role == Qt.ItemDataRole.DecorationRole and col == 0:
             return line_colour(row)
-        if role == Qt.ItemDataRole.BackgroundRole and self.matched is not None and not self.matched[row]:
-            return QBrush(QColor(255, 90, 90, 90))
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -153,9 +145,9 @@ class LineTable(QTableView):
         self.selectionModel().selectionChanged.connect(self._on_selection)
         self._quiet = False
 
-    def set_lines(self, lines: LineSet | None, selected: int, matched: np.ndarray | None = None) -> None:
+    def set_lines(self, lines: LineSet | None, selected: int) -> None:
         self._quiet = True
-        self.table_model.set_lines(lines, matched)
+        self.table_model.set_lines(lines)
         self.select_line(selected)
         self._quiet = False
 
@@ -235,10 +227,8 @@ class ParameterPanel(QScrollArea):
     @staticmethod
     def _format(value: object) -> str:
         if isinstance(value, tuple):
-            return ", ".join(f"{v:g}" for v in value)
-        if isinstance(value, float):
-            return f"{value:.6g}"
-        return str(value)
+            return ", ".join(str(v) for v in value)
+        return str(value)  # str(float) is the shortest text that reads back as the same number
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -357,13 +347,16 @@ class PlotsPanel(QWidget):
 
     def set_series(self, series: dict[str, np.ndarray]) -> None:
         x = series["x"]
-        em = np.isfinite(x)
-        kl = np.maximum(series["kl"], 1e-12)  # log axis: no zeros
-        self.curves["kl"][0].setData(x[em], kl[em])
-        self.curves["lines"][0].setData(x, series["lines"])
+
+        def finite(curve: pg.PlotDataItem, y: np.ndarray) -> None:
+            ok = np.isfinite(y)  # the first snapshot has no KL change (NaN)
+            curve.setData(x[ok], y[ok])
+
+        finite(self.curves["kl"][0], np.maximum(series["kl"], 1e-12))  # log axis: no zeros
+        finite(self.curves["lines"][0], series["lines"])
         for i in range(3):
-            self.curves["theta"][i].setData(x, series["theta"][:, i] if len(x) else [])
-        self.curves["loglik"][0].setData(x, series["loglik"])
+            finite(self.curves["theta"][i], series["theta"][:, i])
+        finite(self.curves["loglik"][0], series["loglik"])
 
     def set_marker(self, x: float | None) -> None:
         for marker in self.markers.values():

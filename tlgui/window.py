@@ -10,10 +10,11 @@ one, so a fast engine never floods the GUI thread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from PySide6.QtWidgets import (
 
 from engine import export as engine_export
 from engine.io import load_page
-from engine.params import Parameters, ParameterError
+from engine.params import ParameterError, Parameters
 
 from .canvas import PageCanvas
 from .edit import EDIT_MODES, LineEditor
@@ -120,6 +121,7 @@ class MainWindow(QMainWindow):
         self.gt_path: str | None = None
         self.job: Job | None = None
         self._job_counter = 0
+        self._jobs_in_flight = 0  # jobs handed to the worker whose "done" has not come back
         self._job_started = 0.0
         self._job_elapsed = 0.0
         self._draw_pending = False
@@ -127,6 +129,8 @@ class MainWindow(QMainWindow):
         self._selected = -1
         self._pending_load: str | None = None
         self._closed = False
+        #: GUI-thread handlers that took long: (name, milliseconds), for the latency probe.
+        self.slow_handlers: list[tuple[str, float]] = []
 
         self._build_central()
         self._build_docks()
@@ -253,7 +257,8 @@ class MainWindow(QMainWindow):
         style = self.style()
 
         file_menu = menu.addMenu("&File")
-        self.open_action = QAction(style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton), "&Open page…", self)
+        self.open_action = QAction(style.standardIcon(QStyle.StandardPixmap.SP_DialogOpenButton),
+                                   "&Open page…", self)
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
         self.open_action.triggered.connect(self.choose_page)
         file_menu.addAction(self.open_action)
@@ -383,6 +388,17 @@ class MainWindow(QMainWindow):
         self._task_handlers: dict[str, Callable[[Any], None]] = {}
         self._tasks_pending = 0
 
+    @contextlib.contextmanager
+    def _timed(self, name: str) -> Iterator[None]:
+        """Time a GUI-thread handler; the slow ones are kept for :mod:`tlgui.probe`."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            ms = (time.perf_counter() - t0) * 1e3
+            if ms > 20.0:
+                self.slow_handlers.append((name, ms))
+
     # ================================================================ pages
     def choose_page(self) -> None:
         start = self.settings.value("dirs/page", "")
@@ -402,6 +418,10 @@ class MainWindow(QMainWindow):
         self.submit_task("load", lambda: load_page(path), self._on_page_loaded)
 
     def _on_page_loaded(self, page: Any) -> None:
+        with self._timed("page loaded"):
+            self._show_loaded_page(page)
+
+    def _show_loaded_page(self, page: Any) -> None:
         path = os.path.abspath(page.path) if page.path else self._pending_load or ""
         if path != self._pending_load:
             return  # a newer open superseded this one
@@ -468,12 +488,12 @@ class MainWindow(QMainWindow):
     # ================================================================ jobs
     def is_busy(self) -> bool:
         """Whether an engine job or a task (load, export, scoring) is under way."""
-        return self.job is not None or self._tasks_pending > 0
+        return self.job is not None or self._jobs_in_flight > 0 or self._tasks_pending > 0
 
     def _start_job(self, em: bool, mode: str) -> None:
         if self.session.path is None:
-            self.banner.show_message("Open a page first (File ▸ Open, drop a file, or a command-line argument).",
-                                     "warning")
+            self.banner.show_message(
+                "Open a page first (File ▸ Open, drop a file, or a command-line argument).", "warning")
             return
         params = self.param_panel.params
         prep = self.session.prep
@@ -495,6 +515,7 @@ class MainWindow(QMainWindow):
         self.editor.set_enabled(False)
         self._job_started = time.perf_counter()
         self._update_buttons()
+        self._jobs_in_flight += 1
         self.runJob.emit(self.job)
 
     def _cancel_job(self) -> None:
@@ -560,8 +581,11 @@ class MainWindow(QMainWindow):
 
     @Slot(int, object)
     def _on_prepared(self, job_id: int, prep: Any) -> None:
-        if not self._active(job_id):
-            return
+        if self._active(job_id):
+            with self._timed("prepared"):
+                self._show_prepared(prep)
+
+    def _show_prepared(self, prep: Any) -> None:
         self.job.prep = prep
         self.session.set_prepared(prep)
         self.param_panel.prepared_with = prep.params
@@ -586,8 +610,9 @@ class MainWindow(QMainWindow):
     def _on_finished(self, job_id: int, seg: Any, rgba: Any) -> None:
         if not self._active(job_id):
             return
-        self.session.set_finished(seg, rgba)
-        self.canvas.set_labels(rgba)
+        with self._timed("finished"):
+            self.session.set_finished(seg, rgba)
+            self.canvas.set_labels(rgba)
         self._set_stage(f"finished: {len(seg.lines)} lines")
         if self.gt_labels is not None:
             self._score_ground_truth()
@@ -599,7 +624,11 @@ class MainWindow(QMainWindow):
 
     @Slot(int, str)
     def _on_done(self, job_id: int, status: str) -> None:
+        self._jobs_in_flight -= 1
         if not self._active(job_id):
+            if not self.is_busy():
+                self.editor.set_enabled(True)
+                self.idle.emit()
             return
         self._job_elapsed = time.perf_counter() - self._job_started
         if status == "cancelled":
@@ -625,7 +654,8 @@ class MainWindow(QMainWindow):
         handler = self._task_handlers.pop(tag, None)
         try:
             if handler is not None:
-                handler(result)
+                with self._timed(f"task {tag}"):
+                    handler(result)
         finally:
             if not self.is_busy():
                 self.idle.emit()
@@ -655,6 +685,10 @@ class MainWindow(QMainWindow):
 
     def _on_draw_tick(self) -> None:
         """At most ~30 times a second: draw the displayed snapshot if it changed."""
+        with self._timed("draw"):
+            self._draw_tick()
+
+    def _draw_tick(self) -> None:
         if self._series_pending:
             self._series_pending = False
             n = len(self.session.snapshots)
@@ -888,7 +922,8 @@ class MainWindow(QMainWindow):
             return
         seg, prep = self.session.segmentation, self.session.prep
         if kind != "json" and seg is None:
-            self.banner.show_message("Nothing to export yet: run the segmentation to the end first.", "warning")
+            self.banner.show_message("Nothing to export yet: run the segmentation to the end first.",
+                                     "warning")
             return
         params = self.session.run_params or self.param_panel.params
         page_path = self.session.path or ""

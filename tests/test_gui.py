@@ -1,0 +1,298 @@
+"""GUI tests (pytest-qt, offscreen) on a small synthetic page written to a temporary folder.
+
+They drive the real window and the real engine in its worker thread; every wait is a
+``qtbot.waitUntil`` on the window's own state, never a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PySide6.QtCore import QSettings
+from synthetic import make_page
+
+from engine import export as engine_export
+from engine.params import Parameters
+from tlgui.canvas import PageCanvas, posterior_colour_index
+from tlgui.edit import merge_segments, rotate_segment, split_segment
+from tlgui.session import EditModel, lines_table
+from tlgui.window import MainWindow
+
+#: Short runs keep the suite fast; the method itself is tested elsewhere.
+FAST = {"max_em_iterations": 8}
+
+
+@pytest.fixture(scope="module")
+def synthetic_page() -> object:
+    return make_page("straight", seed=0)
+
+
+@pytest.fixture
+def page_path(tmp_path: Path, synthetic_page: object) -> str:
+    path = tmp_path / "page.png"
+    cv2.imwrite(str(path), synthetic_page.image)
+    return str(path)
+
+
+@pytest.fixture
+def window(qtbot: object, tmp_path: Path) -> MainWindow:
+    # Settings (parameters, recent files, autosaved edits) go to the test's own folder.
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "config"))
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    win.param_panel.set_params(Parameters().replace(**FAST))
+    yield win
+    win.shutdown()
+
+
+def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:
+    win.open_page(path)
+    qtbot.waitUntil(lambda: win.session.prep is not None and not win.is_busy(), timeout=30_000)
+
+
+def run_to_end(qtbot: object, win: MainWindow) -> None:
+    win.run()
+    qtbot.waitUntil(lambda: win.session.segmentation is not None and not win.is_busy(), timeout=60_000)
+    qtbot.wait(2 * 33)  # one draw tick
+
+
+def test_open_run_to_end(qtbot: object, window: MainWindow, page_path: str, synthetic_page: object) -> None:
+    open_and_prepare(qtbot, window, page_path)
+    prep = window.session.prep
+    assert window.page_gray.shape == synthetic_page.image.shape
+    assert len(window.edits.segments) == len(prep.initial_lines) > 0
+    assert window.recent_files()[0] == str(Path(page_path).resolve())
+    run_to_end(qtbot, window)
+    snaps = window.session.snapshots
+    assert len(snaps) >= 2 and all(s.sweep is None for s in snaps)  # Run shows EM iterations only
+    assert window.session.at_end()
+    seg = window.session.segmentation
+    assert seg.labels.shape == synthetic_page.image.shape and seg.labels.max() >= 1
+    assert window.canvas.labels_item.image is not None
+    assert window.line_table.model().rowCount() == len(snaps[-1].lines)
+    assert "finished" in window.status_stage.text()
+    assert window.slider.maximum() == len(snaps) - 1
+    # Clicking a line on the canvas selects its table row, and back.
+    seg_xy = snaps[-1].lines.segments()[0].mean(axis=0)
+    assert window.canvas.line_at(*seg_xy) == 0
+    window.select_line(0)
+    assert window.line_table.selectionModel().selectedRows()[0].row() == 0
+    window.line_table.selectRow(1)
+    assert window.canvas.selected == 1
+
+
+def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str) -> None:
+    open_and_prepare(qtbot, window, page_path)
+    session = window.session
+    window.step_em()
+    qtbot.waitUntil(lambda: len(session.snapshots) == 1, timeout=30_000)
+    qtbot.wait(150)
+    assert len(session.snapshots) == 1 and window.job is not None  # paused after one step
+    window.step_sweep()
+    qtbot.waitUntil(lambda: len(session.snapshots) == 2, timeout=10_000)
+    assert session.snapshots[1].sweep is not None
+    window.step_em()
+    qtbot.waitUntil(lambda: len(session.snapshots) == 3, timeout=10_000)
+    assert session.snapshots[2].sweep is None
+    assert session.snapshots[2].iteration == session.snapshots[1].iteration
+    window.step_em()
+    qtbot.waitUntil(lambda: len(session.snapshots) == 4, timeout=10_000)
+    qtbot.wait(2 * 33)
+    # Scrub back to the first snapshot: the drawn state is exactly that snapshot's.
+    window.select_line(0)
+    window.layer_panel.checks["graph"].setChecked(True)
+    window.slider.setValue(0)
+    qtbot.waitUntil(lambda: window.canvas.snapshot is session.snapshots[0], timeout=2_000)
+    first = session.snapshots[0]
+    canvas = window.canvas
+    expected = posterior_colour_index(first, "argmax", 0)
+    assert np.array_equal(canvas.posterior_item.data["brush"], canvas.posterior_item._brushes[expected])
+    np.testing.assert_allclose(window.line_table.model().values, lines_table(first.lines))
+    arg = first.posterior_lines[:, 0]
+    edges = window.session.prep.edges
+    n_same = int((arg[edges[:, 0]] == arg[edges[:, 1]]).sum())
+    assert len(canvas.edge_items["same"].xData) == 2 * n_same
+    assert "1/4" in window.slider_label.text()
+    window.stop()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=2_000)
+
+
+def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_path: str,
+                                      tmp_path: Path) -> None:
+    open_and_prepare(qtbot, window, page_path)
+    run_to_end(qtbot, window)
+    before = len(window.session.snapshots[0].lines)
+    original = window.edits.segments.copy()
+    editor = window.editor
+    window.set_edit_mode("select")
+    assert len(editor.rois) == len(original)
+    # Merge lines 0 and 1, delete the (new) first one, split another: undo/redo round-trips.
+    editor.merge(0, 1)
+    assert len(window.edits.segments) == len(original) - 1
+    editor.delete(0)
+    editor.split(0, window.edits.segments[0].mean(axis=0))
+    edited = window.edits.segments.copy()
+    assert len(edited) == len(original) - 1
+    window.undo.undo()
+    window.undo.undo()
+    window.undo.undo()
+    np.testing.assert_allclose(window.edits.segments, original)
+    window.undo.redo()
+    window.undo.redo()
+    window.undo.redo()
+    np.testing.assert_allclose(window.edits.segments, edited)
+    editor.rotate_selected(2.0)
+    editor.move(0, window.edits.segments[0] + [0.0, 3.0])
+    edited = window.edits.segments.copy()
+    # Autosaved at once; the JSON save/load round-trips.
+    autosave = window.edits.autosave_path()
+    assert autosave is not None and autosave.exists()
+    assert EditModel.parse(autosave.read_text())[1].shape == edited.shape
+    saved = tmp_path / "edits.json"
+    window.save_edits(str(saved))
+    window.undo.undo()
+    window.load_edits(str(saved))
+    np.testing.assert_allclose(window.edits.segments, edited, atol=1e-3)
+    qtbot.waitUntil(lambda: len(editor.rois) == len(edited), timeout=2_000)
+    # Re-run: EM starts from the edited lines.
+    run_to_end(qtbot, window)
+    first = window.session.snapshots[0]
+    assert len(first.lines) == len(edited) != before
+    # A page re-opened later gets its edits back from the autosave.
+    window.open_page(page_path)
+    qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
+    assert window.edits.edited and len(window.edits.segments) == len(edited)
+
+
+def test_geometry_helpers() -> None:
+    seg = np.array([[0.0, 0.0], [10.0, 0.0]])
+    halves = split_segment(seg, np.array([4.0, 1.0]))
+    assert halves.shape == (2, 2, 2) and halves[0, 1, 0] == pytest.approx(4.0)
+    np.testing.assert_allclose(rotate_segment(seg, 90.0), [[5, -5], [5, 5]], atol=1e-9)
+    merged = merge_segments(seg, np.array([[12.0, 0.0], [20.0, 0.0]]))
+    np.testing.assert_allclose(merged, [[0, 0], [20, 0]])
+
+
+def test_exports_read_back(qtbot: object, window: MainWindow, page_path: str, tmp_path: Path) -> None:
+    open_and_prepare(qtbot, window, page_path)
+    run_to_end(qtbot, window)
+    seg = window.session.segmentation
+    labels = seg.labels
+    out = {kind: tmp_path / f"out-{kind}{suffix}" for kind, suffix in
+           (("colour_png", ".png"), ("label_png16", ".png"), ("dat", ".dat"), ("page_xml", ".xml"),
+            ("json", ".json"), ("view_png", ".png"))}
+    for kind, path in out.items():
+        window.export(kind, str(path))
+    qtbot.waitUntil(lambda: not window.is_busy() and all(p.exists() for p in out.values()), timeout=20_000)
+    assert not window.banner.text()
+    colour = cv2.imread(str(out["colour_png"]), cv2.IMREAD_COLOR)
+    assert colour.shape == labels.shape + (3,)
+    assert np.array_equal(colour[..., ::-1], engine_export.colour_labels(labels))
+    sixteen = cv2.imread(str(out["label_png16"]), cv2.IMREAD_UNCHANGED)
+    assert sixteen.dtype == np.uint16 and np.array_equal(sixteen, labels)
+    assert np.array_equal(engine_export.read_dat(out["dat"], labels.shape), labels)
+    assert engine_export.validate_page_xml(out["page_xml"]) == []
+    data = json.loads(out["json"].read_text())
+    assert data["parameters"]["max_em_iterations"] == FAST["max_em_iterations"]
+    assert len(data["final_lines"]["lines"]) == len(seg.lines)
+    view = cv2.imread(str(out["view_png"]))
+    assert view is not None and view.shape[0] > 100
+    assert not list(tmp_path.glob(".*.tmp*"))  # atomic writes leave no temporaries
+
+
+def test_ground_truth_scores(qtbot: object, window: MainWindow, page_path: str, synthetic_page: object,
+                             tmp_path: Path) -> None:
+    gt = tmp_path / "gt.png"
+    cv2.imwrite(str(gt), synthetic_page.labels.astype(np.uint8))
+    open_and_prepare(qtbot, window, page_path)
+    run_to_end(qtbot, window)
+    window.load_ground_truth(str(gt))
+    qtbot.waitUntil(lambda: window.session.metrics is not None and not window.is_busy(), timeout=20_000)
+    score = window.session.metrics.score
+    assert 0.0 <= score.fm <= 1.0 and score.n == synthetic_page.n_lines
+    assert "FM" in window.gt_panel.label.text()
+    assert window.gt_list.count() == len(window.session.segmentation.lines)
+    assert len(window.session.metrics.matched_result) == len(window.session.segmentation.lines)
+
+
+def test_cancel_mid_run(qtbot: object, window: MainWindow, page_path: str) -> None:
+    # A run that would go on for a long time: tiny tolerance, many iterations.
+    window.param_panel.set_params(Parameters().replace(max_em_iterations=10_000, kl_tolerance=1e-12,
+                                                       mp_tolerance=1e-12))
+    open_and_prepare(qtbot, window, page_path)
+    window.run()
+    qtbot.waitUntil(lambda: len(window.session.snapshots) >= 2, timeout=30_000)
+    t0 = time.perf_counter()
+    window.stop()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=2_000)
+    assert time.perf_counter() - t0 < 1.0
+    assert window.session.segmentation is None
+    assert window.status_stage.text() == "stopped"
+    n = len(window.session.snapshots)
+    qtbot.wait(200)
+    assert len(window.session.snapshots) == n  # nothing arrives after the stop
+
+
+def test_corrupt_file_shows_message(qtbot: object, window: MainWindow, tmp_path: Path, page_path: str) -> None:
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 50)
+    window.open_page(str(bad))
+    qtbot.waitUntil(lambda: bool(window.banner.text()), timeout=10_000)
+    assert "Cannot open the page" in window.banner.text()
+    assert window.session.path is None
+    # The window still works afterwards.
+    open_and_prepare(qtbot, window, page_path)
+    window.load_edits(str(bad))
+    assert "Cannot load edited lines" in window.banner.text()
+
+
+def test_parameters_validate_and_persist(qtbot: object, window: MainWindow, page_path: str) -> None:
+    panel = window.param_panel
+    panel.editors["sample_ratio"].setText("2")
+    assert "sample_ratio" in panel.message.text()
+    assert panel.params.sample_ratio == Parameters().sample_ratio  # last valid set kept
+    open_and_prepare(qtbot, window, page_path)
+    panel.editors["sample_ratio"].setText("0.08")
+    assert panel.needs_preparation() and "needs a new preparation" in panel.message.text()
+    panel.editors["damping"].setText("0.3")
+    assert json.loads(window.settings.value("params/json"))["damping"] == 0.3
+    first_prep = window.session.prep
+    run_to_end(qtbot, window)
+    assert window.session.prep is not first_prep
+    assert window.session.prep.params.sample_ratio == 0.08 and not panel.needs_preparation()
+    panel.reset_defaults()
+    assert panel.params == Parameters()
+
+
+def test_layers_toggle_without_recreating(qtbot: object, window: MainWindow, page_path: str) -> None:
+    open_and_prepare(qtbot, window, page_path)
+    run_to_end(qtbot, window)
+    canvas: PageCanvas = window.canvas
+    items = {name: list(layer.items) for name, layer in canvas.layers.items()}
+    for name, check in window.layer_panel.checks.items():
+        check.setChecked(not check.isChecked())
+        check.setChecked(True)
+        window.layer_panel.sliders[name].setValue(40)
+        assert all(item.isVisible() for item in canvas.layers[name].items)
+        assert all(item.opacity() == pytest.approx(0.4) for item in canvas.layers[name].items)
+    assert {name: list(layer.items) for name, layer in canvas.layers.items()} == items
+    assert len(canvas.samples_item.data) == len(window.session.prep.samples)
+    for mode in ("selected", "entropy", "argmax"):
+        canvas.set_posterior_mode(mode)
+
+
+def test_screenshot_command(qtbot: object, tmp_path: Path, page_path: str) -> None:
+    from tlgui.app import main
+
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "config"))
+    out = tmp_path / "shot.png"
+    assert main(["--screenshot", str(out), "--size", "1300x800", page_path]) == 0
+    image = cv2.imread(str(out))
+    assert image.shape[:2] == (800, 1300)
