@@ -143,9 +143,30 @@ def run_page(task: Task) -> dict[str, Any]:
         row["status"] = "failed"
         row["error"] = f"{type(exc).__name__}: {exc}"
         row["traceback"] = traceback.format_exc()
+        row.update(_score_empty(task, dat))
     finally:
         dat.unlink(missing_ok=True)
     return row
+
+
+def _score_empty(task: Task, dat: Path) -> dict[str, Any]:
+    """Scores of an empty result (no line found) for a page whose segmentation failed, so that
+    a failure counts as every ground-truth line missed; {} when even that cannot be scored."""
+    try:
+        import numpy as np
+
+        from engine.evaluate import evaluate
+        from engine.export import write_dat
+        from engine.io import load_page
+
+        write_dat(dat, np.zeros(load_page(task.image).gray.shape, np.int32))
+        report = evaluate([task.gt], [dat], t_a=T_A, line_threshold=LINE_THRESHOLD,
+                          image_dir=Path(task.image).parent)
+        if report.pages:
+            return {"contest": report.pages[0].contest, "line": report.pages[0].line}
+    except Exception:  # the page already failed; its scores stay unknown
+        pass
+    return {}
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -160,6 +181,7 @@ def _score_fields(contest: ContestScore, line: LineScore) -> dict[str, Any]:
 def summarise(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals of some pages: summed contest/line counts, median and max seconds, max peak memory."""
     ok = [r for r in rows if r["status"] == "ok"]
+    scored = [r for r in rows if "contest" in r]  # failed pages count as an empty result
     seconds = [r["seconds"] for r in rows if "seconds" in r]
     peaks = [r["peak_mb"] for r in rows if "peak_mb" in r]
     total: dict[str, Any] = {"set": name, "page": "TOTAL", "pages": len(rows), "failed": len(rows) - len(ok),
@@ -169,7 +191,8 @@ def summarise(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
                              "seconds": sum(seconds),
                              "cpu_s": sum(r["cpu_s"] for r in rows if "cpu_s" in r),
                              "peak_mb": max(peaks) if peaks else float("nan")}
-    total.update(_score_fields(combine(r["contest"] for r in ok), combine_lines(r["line"] for r in ok)))
+    total.update(_score_fields(combine(r["contest"] for r in scored),
+                               combine_lines(r["line"] for r in scored)))
     return total
 
 
@@ -209,7 +232,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]], totals: list[dict[str, Any
         writer.writeheader()
         for r in rows:
             out = dict(r)
-            if r["status"] == "ok":
+            if "contest" in r:
                 out.update(_score_fields(r["contest"], r["line"]))
             writer.writerow({k: _fmt(v) for k, v in out.items()})
         for t in totals:
@@ -317,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(totals, markdown=True))
     failed = [r for r in rows if r["status"] != "ok"]
     for r in failed:
-        print(f"failed {r['set']}/{r['page']}: {r['error']}", file=sys.stderr)
+        print(f"failed {r['set']}/{r['page']} (scored as an empty result):\n{r.get('traceback', r['error'])}",
+              file=sys.stderr)
     print(f"run_bench: wrote {out}", file=sys.stderr)
     return 1 if failed else 0
 

@@ -29,6 +29,12 @@ def component_boxes(components: np.ndarray) -> np.ndarray:
     return boxes
 
 
+def component_heights(components: np.ndarray) -> np.ndarray:
+    """Height in pixels of each component ``(n + 1,)`` (index 0, the background, is 0)."""
+    boxes = component_boxes(components)
+    return np.concatenate([[0], boxes[:, 3] - boxes[:, 1]]).astype(np.int64)
+
+
 def component_stats(components: np.ndarray) -> ComponentStats:
     """Area-weighted median height and width (pixels) of the text components.
 

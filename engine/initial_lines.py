@@ -135,7 +135,9 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     positive = filtered[filtered > 1e-6]
     if positive.size == 0:
         return np.zeros(raster.shape, np.int32)
-    binary = (filtered > _otsu(positive)).astype(np.uint8)
+    # Half of Otsu's level: short lines (a few words) respond weaker than full ones and fell
+    # under Otsu itself; lines that merge at the lower level are cut at their valleys below.
+    binary = (filtered > 0.5 * _otsu(positive)).astype(np.uint8)
     n, labels, cc_stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4, ltype=cv2.CV_32S)
     if n <= 1:
         return np.zeros(raster.shape, np.int32)
@@ -202,9 +204,13 @@ def order_lines(lines: LineSet, region_centre_u: dict[int, float]) -> np.ndarray
 
 
 def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
-                  sample_region: np.ndarray, stats: ComponentStats, params: Parameters
-                  ) -> tuple[LineSet, tuple[Region, ...]]:
-    """Initial lines of every region and the regions (with their frame angle and box)."""
+                  sample_region: np.ndarray, stats: ComponentStats, params: Parameters,
+                  small: np.ndarray | None = None) -> tuple[LineSet, tuple[Region, ...]]:
+    """Initial lines of every region and the regions (with their frame angle and box).
+    ``small (N,)`` marks samples on diacritic-sized components: blobs made mostly of them
+    are residual and get no line."""
+    if small is None:
+        small = np.zeros(len(samples), bool)
     rot_inv = params.regression == "rotation_invariant"
     if len(samples) == 0:
         return LineSet.empty(rot_inv), ()
@@ -232,13 +238,13 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
             y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
         bbox = (int(x0), int(y0), int(x1), int(y1))
-        small = region_mask(components, comp_in_region, bbox, scale)
-        phi = best_orientation(small, bbox, stats, params)
+        ink_cells = region_mask(components, comp_in_region, bbox, scale)
+        phi = best_orientation(ink_cells, bbox, stats, params)
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
         # Blobs need a finer grid along the text than the orientation search: fragments of
         # one line are told apart by gaps of about one word.
         scale_u = min(scale, 2.0 / max(stats.w_cc, 1.0))
-        raster, (u0, v0) = _region_raster(small, phi, bbox, scale, scale_u)
+        raster, (u0, v0) = _region_raster(ink_cells, phi, bbox, scale, scale_u)
         blobs = line_blobs(raster, stats, params, scale, scale_u)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
@@ -246,7 +252,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         row = np.clip(np.round((uv[:, 1] - v0) * scale).astype(int), 0, blobs.shape[0] - 1)
         blob_of_sample = blobs[row, col]
         ids, counts = np.unique(blob_of_sample[blob_of_sample > 0], return_counts=True)
-        ids = ids[counts >= 3]
+        n_small = np.bincount(blob_of_sample[small[members]], minlength=blobs.max() + 1)[ids]
+        ids = ids[(counts >= 3) & (n_small <= params.diacritic_fraction * counts)]
         if len(ids) == 0:
             weights = np.ones((len(uv), 1))
         else:

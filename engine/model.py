@@ -172,6 +172,15 @@ class Preparation:
     initial_lines: LineSet
     timings: dict = field(default_factory=dict)
     source: str = ""
+    #: Height (pixels) of each component ``(n_components + 1,)``, index 0 unused.
+    component_heights: np.ndarray | None = None
+
+    def small_samples(self) -> np.ndarray:
+        """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""
+        if self.component_heights is None or len(self.samples) == 0:
+            return np.zeros(len(self.samples), bool)
+        limit = self.params.diacritic_height * self.stats.h_cc
+        return self.component_heights[self.sample_component] < limit
 
     @property
     def shape(self) -> tuple[int, int]:

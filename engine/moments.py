@@ -254,11 +254,18 @@ def learn_moments(paths: Iterable[str | os.PathLike], image_dir: str | os.PathLi
     if not per_page:
         raise MomentsError("no readable ground truth: "
                            + "; ".join(f"{p}: {reason}" for p, reason in skipped))
-    return {"moments": normalise(total), "counts": [int(c) for c in total], "pages": len(per_page),
+    return {"moments": normalise(total), "moments_page_mean": page_mean(per_page),
+            "counts": [int(c) for c in total], "pages": len(per_page),
             "edges": int(total.sum()), "per_page": per_page, "sources": sources, "skipped": skipped,
             "params": {"sample_ratio": params.sample_ratio, "seed": params.seed,
                        "region_threshold": params.region_threshold,
                        "min_region_samples": params.min_region_samples}}
+
+
+def page_mean(per_page: list[dict[str, Any]]) -> list[float]:
+    """Moments averaged over pages (each page weighs the same, whatever its edge count)."""
+    shares = [np.asarray(p["counts"], float) / p["edges"] for p in per_page if p["edges"]]
+    return normalise(np.mean(shares, axis=0)) if shares else normalise([0, 0, 0])
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -273,6 +280,9 @@ def format_table(result: dict[str, Any]) -> str:
     m = result["moments"]
     out.append(f"{'POOLED (' + str(result['pages']) + ' pages)':<40} {'':>5} {result['edges']:>8} "
                f"{m[0]:>7.4f} {m[1]:>7.4f} {m[2]:>7.4f}")
+    if "moments_page_mean" in result:
+        m = result["moments_page_mean"]
+        out.append(f"{'mean of pages':<40} {'':>5} {'':>8} {m[0]:>7.4f} {m[1]:>7.4f} {m[2]:>7.4f}")
     for path, reason in result.get("skipped", []):
         out.append(f"skipped {path}: {reason}")
     return "\n".join(out)
@@ -319,7 +329,7 @@ def learn_defaults(data_dir: Path, params: Parameters, command: str) -> dict[str
     skipped: list[list[str]] = []
     for name, files in sets.items():
         r = learn_moments(files, None, params)
-        per_set[name] = {k: r[k] for k in ("moments", "counts", "pages", "edges")}
+        per_set[name] = {k: r[k] for k in ("moments", "moments_page_mean", "counts", "pages", "edges")}
         all_pages += [dict(p, set=name) for p in r["per_page"]]
         skipped += r["skipped"]
         print(f"{name:<16} pages {r['pages']:>3}  edges {r['edges']:>9}  moments "
@@ -329,6 +339,7 @@ def learn_defaults(data_dir: Path, params: Parameters, command: str) -> dict[str
     return {
         "moments": [round(m, 4) for m in normalise(total)],
         "moments_exact": normalise(total),
+        "moments_page_mean": page_mean(all_pages),
         "counts": [int(c) for c in total], "pages": len(all_pages), "edges": int(total.sum()),
         "per_set": per_set,
         "date": datetime.date.today().isoformat(),
@@ -336,7 +347,9 @@ def learn_defaults(data_dir: Path, params: Parameters, command: str) -> dict[str
         "method": "engine.moments.edge_moments: 5 % samples of the ground truth's ink (label-map "
                   "pixels; polygon GT: engine ink of the page image inside the polygons), Delaunay, "
                   "engine regions, MRF edges with both ends on a line; line ids ordered across the "
-                  "text per region; counts pooled over pages (each edge weighs the same)",
+                  "text per region; 'moments': counts pooled over pages (each edge weighs the same; "
+                  "the dense ahte pages hold 63 % of the edges); 'moments_page_mean': mean of the "
+                  "pages' shares (each page weighs the same)",
         "params": {"sample_ratio": params.sample_ratio, "seed": params.seed,
                    "region_threshold": params.region_threshold,
                    "min_region_samples": params.min_region_samples},

@@ -54,6 +54,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "merge_gap": (0.0, 100.0, True, True),
     "merge_offset": (0.0, 10.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
+    "diacritic_height": (0.0, 5.0, True, True),
+    "diacritic_fraction": (0.0, 1.0, False, True),
 }
 
 
@@ -98,6 +100,11 @@ class Parameters:
     t_o: float = 2.0
     #: Blobs whose ink ratio is under t_r are residual and dropped (paper: 0.08).
     t_r: float = 0.08
+    #: Components shorter than diacritic_height x H_cc are diacritics, dots or noise; a blob
+    #: (stage 6) or a line (stage 8) whose samples are more than diacritic_fraction on them
+    #: is residual (the paper's failure class "extra lines on diacritics").
+    diacritic_height: float = 0.5
+    diacritic_fraction: float = 0.6
     # --- stage 7: EM --------------------------------------------------------------------
     #: Plateau of the flattened Gaussian, as a fraction of the interline space S_l.
     r: float = 0.3
@@ -239,4 +246,5 @@ PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "t_o", "t_r",
+    "diacritic_height", "diacritic_fraction",
 })

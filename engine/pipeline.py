@@ -59,6 +59,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     tick("ink")
     say("components")
     stats = _components.component_stats(components)
+    heights = _components.component_heights(components)
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
@@ -71,13 +72,15 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     sample_region, edges = _regions.find_regions(samples, triangles, stats, params)
     tick("regions")
     say("initial lines")
+    small = heights[sample_component] < params.diacritic_height * stats.h_cc
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
-                                            stats, params)
+                                            stats, params, small)
     tick("initial_lines")
     return Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
-                       regions=regions, initial_lines=lines, timings=timings, source=page.path)
+                       regions=regions, initial_lines=lines, timings=timings, source=page.path,
+                       component_heights=heights)
 
 
 def run_em(prep: Preparation, lines: LineSet | None = None, *, params: Parameters | None = None,

@@ -175,6 +175,15 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
                             sample_labels=np.full(len(prep.samples), -1, np.int64), regions=prep.regions)
     keep = surviving_lines(snapshot, params.epsilon)
     labels = reassign(snapshot, keep)
+    # Lines living on diacritics and noise: give their samples to their next best line.
+    small = prep.small_samples()
+    has = labels >= 0
+    n_all = np.bincount(labels[has], minlength=len(lines))
+    n_small = np.bincount(labels[has & small], minlength=len(lines))
+    residual = n_small > params.diacritic_fraction * np.maximum(n_all, 1)
+    if residual.any() and (keep & ~residual).any():
+        keep &= ~residual
+        labels = reassign(snapshot, keep)
     rot_inv = lines.rotation_invariant
     floor_t = params.sigma_t_floor * prep.stats.h_cc
     floor_s = params.sigma_s_floor * prep.stats.w_cc

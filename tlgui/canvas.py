@@ -20,7 +20,7 @@ from pyqtgraph import functions as fn
 from pyqtgraph import functions_qimage
 from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
-from PySide6.QtWidgets import QGraphicsPathItem
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from engine.model import LineSet, Preparation, Snapshot
 
@@ -259,13 +259,18 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._add("regions", self.region_item, 3)
         self.edge_items = {
             "same": pg.PlotCurveItem(pen=pg.mkPen((60, 200, 60), width=1)),
-            "different": pg.PlotCurveItem(pen=pg.mkPen((240, 60, 60), width=1)),
+            "different": pg.PlotCurveItem(pen=pg.mkPen((240, 60, 60), width=2)),
             "cut": pg.PlotCurveItem(pen=pg.mkPen((120, 120, 120), width=1)),
         }
         for item in self.edge_items.values():
             self._add("graph", item, 4)
+        # Items that rarely change keep a device pixmap: a snapshot redraw repaints the whole
+        # view, and re-stroking 100 k unchanged edges or re-blitting 50 k samples costs tens
+        # of ms.  (Qt limits a device cache to the exposed area, so zooming in stays cheap.)
+        self._cache_items = [self.edge_items["same"], self.edge_items["cut"], self.region_item]
         self.samples_item = pg.ScatterPlotItem(pxMode=True, size=3, pen=None, brush=pg.mkBrush(0, 160, 255))
         self._add("samples", self.samples_item, 5)
+        self._cache_items.append(self.samples_item)
         self.posterior_item = PaletteScatter(POSTERIOR_PALETTE, size=4, pen=None)
         self._add("posterior", self.posterior_item, 6)
         self.initial_item = pg.PlotCurveItem(pen=pg.mkPen("#00e5ff", width=2, style=Qt.PenStyle.DashLine))
@@ -296,6 +301,10 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.mismatch_item = FastImageItem(autoDownsample=True)
         self._add("mismatch", self.mismatch_item, 9)
 
+        for item in self._cache_items:
+            item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self._different_mask: np.ndarray | None = None
+        self._static_edges: Preparation | None = None
         self.layers["graph"].refresh = self._draw_graph
         self.layers["samples"].refresh = self._draw_samples
         self.layers["posterior"].refresh = self._draw_posterior
@@ -342,6 +351,8 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             item.clear()
         for item in self.edge_items.values():
             item.setData([], [])
+        self._different_mask = None
+        self._static_edges = None
         self.region_item.setData([], [])
         self.samples_item.clear()
         self.posterior_item.clear()
@@ -356,6 +367,8 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.set_page(prep.gray)
             self.prep = prep
         # Edges of the Delaunay graph that the MRF dropped (between regions) never change.
+        self._different_mask = None
+        self._static_edges = None
         cut = _edge_difference(prep.delaunay_edges, prep.edges)
         self._cut_xy = pairs_xy(prep.samples, cut)
         segs = region_outlines(prep)
@@ -432,20 +445,30 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.posterior_item.set_colour_index(index)
 
     def _draw_graph(self) -> None:
+        """Edges coloured by whether their ends share a line (arg-max) at this snapshot.
+
+        Every MRF edge is drawn once, in the 'same line' colour, by a cached static item; only
+        the edges between different lines (a few per cent) are redrawn per snapshot, over it.
+        """
         prep, snap = self.prep, self.snapshot
         if prep is None:
             for item in self.edge_items.values():
                 item.setData([], [])
             return
-        self.edge_items["cut"].setData(*self._cut_xy, connect="pairs")
+        if self._static_edges is not prep:
+            self._static_edges = prep
+            self.edge_items["cut"].setData(*self._cut_xy, connect="pairs")
+            self.edge_items["same"].setData(*pairs_xy(prep.samples, prep.edges), connect="pairs")
         edges = prep.edges
         if snap is None or len(snap.entropy) != len(prep.samples):
-            same = np.ones(len(edges), dtype=bool)
+            different = np.zeros(len(edges), dtype=bool)
         else:
             arg = snap.posterior_lines[:, 0]
-            same = arg[edges[:, 0]] == arg[edges[:, 1]]
-        self.edge_items["same"].setData(*pairs_xy(prep.samples, edges[same]), connect="pairs")
-        self.edge_items["different"].setData(*pairs_xy(prep.samples, edges[~same]), connect="pairs")
+            different = arg[edges[:, 0]] != arg[edges[:, 1]]
+        if self._different_mask is not None and np.array_equal(different, self._different_mask):
+            return  # no edge changed class: keep the drawing
+        self._different_mask = different
+        self.edge_items["different"].setData(*pairs_xy(prep.samples, edges[different]), connect="pairs")
 
     def _clear_lines(self) -> None:
         for item in self.band_items + self.centre_items:
