@@ -150,7 +150,6 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     # crowded lines merge under the long filter). Cut it at the valleys of its own row
     # profile; where the profile has none, cut into ceil(height / (t_o H_cc)) equal bands.
     t_o = params.t_o * stats.h_cc * scale
-    heights = cc_stats[:, cv2.CC_STAT_HEIGHT]
     blob = np.zeros(raster.shape, np.int32)
     next_id = 1
     for i in np.flatnonzero(keep):  # blobs: a few dozen per region
