@@ -19,7 +19,7 @@ import numpy as np
 from . import message_passing as mp
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
-from .regression import fit_lines
+from .regression import fit_from_moments, point_features
 from .unary import interline_space, log_unary
 
 
@@ -27,12 +27,29 @@ from .unary import interline_space, log_unary
 class _Region:
     samples: np.ndarray  # global sample indices (n,)
     uv: np.ndarray  # (n, 2) in the region frame
-    lines: np.ndarray  # global line indices (L_r,), contiguous and ordered across the text
+    lines: np.ndarray  # global line indices (L,), contiguous and ordered across the text
     graph: mp.RegionGraph
-    out: np.ndarray  # (2E, L_r) float32 log messages
-    posterior: np.ndarray  # (n, L_r) float32
-    bias: np.ndarray  # (L_r,) line-probability parameters theta_l
+    width: int  # label window W (= L without windows)
+    offsets: np.ndarray  # (n,) first label of each sample's window
+    out: np.ndarray  # (2E, W) float32 log messages, relative to the owner's window
+    posterior: np.ndarray  # (n, W) float32
+    bias: np.ndarray  # (L,) line-probability parameters theta_l
     power: np.ndarray  # (n,) exponent of p_v
+
+    def window_labels(self) -> np.ndarray:
+        """Region-local label of every window entry ``(n, W)``."""
+        return self.offsets[:, None] + np.arange(self.width)[None, :]
+
+    def dense_posterior(self) -> np.ndarray:
+        """Posterior over all the region's lines ``(n, L)`` (zero outside the window)."""
+        dense = np.zeros((len(self.samples), len(self.lines)), np.float32)
+        np.put_along_axis(dense, self.window_labels(), self.posterior, axis=1)
+        return dense
+
+    def line_sums(self, values: np.ndarray) -> np.ndarray:
+        """Sum over samples of ``posterior x values[:, None]`` per line ``(L,)``."""
+        return np.bincount(self.window_labels().ravel(), weights=(self.posterior * values[:, None]).ravel(),
+                           minlength=len(self.lines))
 
 
 def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> list[_Region]:
@@ -51,12 +68,46 @@ def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> lis
         else:
             power = np.ones(len(idx), np.float32)
         n_lines = len(own)
+        width = n_lines if params.label_window == 0 else min(n_lines, params.label_window)
         states.append(_Region(
             samples=idx, uv=to_region_frame(prep.samples[idx], prep.regions[r].phi), lines=own,
-            graph=graph, out=np.zeros((2 * len(edges), n_lines), np.float32),
-            posterior=np.full((len(idx), n_lines), 1.0 / max(n_lines, 1), np.float32),
+            graph=graph, width=width, offsets=np.zeros(len(idx), np.int64),
+            out=np.zeros((2 * len(edges), width), np.float32),
+            posterior=np.full((len(idx), width), 1.0 / max(width, 1), np.float32),
             bias=np.zeros(n_lines), power=power))
     return states
+
+
+def _reindex(arr: np.ndarray, delta: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """Rows of ``arr (h, W)`` moved to windows starting ``delta`` later; new entries = fill."""
+    w = arr.shape[1]
+    rows = np.flatnonzero(delta)
+    out = arr.copy()
+    pos = np.arange(w)[None, :] + delta[rows, None]
+    inside = (pos >= 0) & (pos < w)
+    moved = np.take_along_axis(arr[rows], np.clip(pos, 0, w - 1), axis=1)
+    out[rows] = np.where(inside, moved, fill[rows, None])
+    return out
+
+
+def _set_windows(st: _Region, unary: np.ndarray) -> np.ndarray:
+    """Centre each sample's window on its best line under ``unary (n, L)``, carrying the
+    messages and posteriors over (warm start). Returns the unary in the windows ``(n, W)``."""
+    n_lines = unary.shape[1]
+    if st.width < n_lines:
+        best = unary.argmax(axis=1)
+        new = np.clip(best - st.width // 2, 0, n_lines - st.width)
+        delta = new - st.offsets
+        if np.any(delta):
+            st.posterior = _reindex(st.posterior, delta, np.zeros(len(delta), np.float32))
+            if len(st.out):
+                owner_delta = delta[st.graph.owner]
+                fill = np.zeros(len(owner_delta), np.float32)
+                moved = owner_delta != 0
+                fill[moved] = st.out[moved].min(axis=1)
+                st.out = _reindex(st.out, owner_delta, fill)
+            st.offsets = new
+    return np.take_along_axis(unary, st.window_labels(), axis=1)
 
 
 def _check_lines(prep: Preparation, lines: LineSet) -> None:
@@ -93,6 +144,10 @@ def _log_likelihood(unaries: list[np.ndarray]) -> float:
     return total / max(count, 1)
 
 
+def _windowed(states: list[_Region], unaries: list[np.ndarray]) -> list[np.ndarray]:
+    return [_set_windows(st, u) if u.shape[1] else u for st, u in zip(states, unaries, strict=True)]
+
+
 def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteration: int,
               sweep: int | None, theta: np.ndarray, kl: float, ll: float, t0: float, n_sweeps: int,
               converged: bool, top_k: int) -> Snapshot:
@@ -106,7 +161,7 @@ def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteratio
             continue
         k = min(top_k, p.shape[1])
         order = np.argsort(-p, axis=1, kind="stable")[:, :k]
-        post_lines[st.samples, :k] = st.lines[order]
+        post_lines[st.samples, :k] = st.lines[st.offsets[:, None] + order]
         post_probs[st.samples, :k] = np.take_along_axis(p, order, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             entropy[st.samples] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
@@ -126,12 +181,14 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
     for st in states:
         if len(st.lines) == 0 or len(st.samples) == 0:
             continue
-        fit = fit_lines(st.uv, st.posterior, rot_inv, floor_t, floor_s)
+        features, origin = point_features(st.uv)
+        moments = np.stack([st.line_sums(features[:, k]) for k in range(features.shape[1])], axis=1)
+        fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s)
         # A line with almost no posterior mass keeps its geometry; its prior says it is gone.
         ok = np.isfinite(fit.a) & (fit.weight > 1.0)
         g = st.lines[ok]
         a[g], b[g], c[g], st_[g], ss_[g] = fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok]
-        prior[st.lines] = st.posterior.mean(axis=0)
+        prior[st.lines] = moments[:, 0] / len(st.samples)
     return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv)
 
 
@@ -142,7 +199,7 @@ def _kl(states: list[_Region], previous: list[np.ndarray] | None) -> float:
     for st, old in zip(states, previous, strict=True):
         if st.posterior.size == 0:
             continue
-        p = np.maximum(st.posterior.astype(np.float64), 1e-12)
+        p = np.maximum(st.dense_posterior().astype(np.float64), 1e-12)
         q = np.maximum(old.astype(np.float64), 1e-12)
         total += float((p * np.log(p / q)).sum())
         count += st.posterior.shape[0]
@@ -164,33 +221,38 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     theta = np.zeros(3)
     h_cc = prep.stats.h_cc
     unaries = _unaries(states, lines, params, h_cc)
-    for st, u in zip(states, unaries, strict=True):
+    ll = _log_likelihood(unaries)
+    for st, u in zip(states, _windowed(states, unaries), strict=True):
         if u.shape[1]:
             p = np.exp(u - u.max(axis=1, keepdims=True))
             st.posterior[:] = p / p.sum(axis=1, keepdims=True)
-    yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), _log_likelihood(unaries), t0, 0,
+    yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), ll, t0, 0,
                     False, params.snapshot_top_k)
     total_sweeps = 0
     for iteration in range(1, params.max_em_iterations + 1):
-        previous = [st.posterior.copy() for st in states]
+        previous = [st.dense_posterior() for st in states]
         unaries = _unaries(states, lines, params, h_cc)
         ll = _log_likelihood(unaries)
+        unaries = _windowed(states, unaries)
+        shifts = [mp.half_edge_shift(st.graph, st.offsets) for st in states]
         for sweep_index in range(1, params.mp_max_sweeps + 1):
             # Theta step (Algorithm 2, first loop): one Armijo step on the pooled edge statistics.
-            q = [mp.edge_class_fractions(st.out, st.graph) for st in states if st.out.shape[1]]
+            q = [mp.edge_class_fractions(st.out, st.graph, sh) for st, sh in zip(states, shifts, strict=True)
+                 if st.out.shape[1]]
             if q:
                 theta, _ = mp.learn_theta(np.concatenate(q), theta, moments)
             change = 0.0
-            for st, u in zip(states, unaries, strict=True):
+            damping = params.damping if params.update_rule == "bethe" else 0.0
+            for st, u, sh in zip(states, unaries, shifts, strict=True):
                 if u.shape[1] == 0 or u.shape[0] == 0:
                     continue
-                change = max(change, mp.sweep(u - st.bias.astype(np.float32), st.out, st.graph, theta,
-                                              st.power, params.damping if params.update_rule == "bethe" else 0.0,
-                                              st.posterior))
+                bias = st.bias.astype(np.float32)[st.window_labels()]
+                change = max(change, mp.sweep(u - bias, st.out, st.graph, theta, st.power, damping,
+                                              st.posterior, sh))
                 if params.learn_line_prior:
                     # Moment matching of the line-probability features: mean posterior -> prior.
                     target = np.maximum(lines.prior[st.lines], 1e-6)
-                    mean = np.maximum(st.posterior.mean(axis=0), 1e-6)
+                    mean = np.maximum(st.line_sums(np.ones(len(st.samples))) / len(st.samples), 1e-6)
                     st.bias = np.clip(st.bias + 0.5 * np.log(mean / target), -5.0, 5.0)
             total_sweeps += 1
             if per_sweep:

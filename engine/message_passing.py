@@ -7,6 +7,12 @@ values (same / adjacent / farther line), so the sum over the other end's labels 
 ``sum_h' e^{-theta_f(h,h')} m(h') = e^{-theta_2} S + (e^{-theta_0} - e^{-theta_2}) m(h)
                                    + (e^{-theta_1} - e^{-theta_2}) (m(h-1) + m(h+1))``
 
+Label windows: labels are ordered across the text, so a sample's plausible lines are a few
+consecutive ones around its best. Each sample keeps a window of ``W`` consecutive labels
+starting at its offset ``o_v``; a message into ``v`` from a neighbour ``w`` reads ``w``'s
+message shifted by ``o_v - o_w`` (zero outside ``w``'s window). This makes a sweep O(E·W)
+instead of O(E·L) (``W = L`` with all offsets 0 is the exact dense computation).
+
 Vertices are updated colour class by colour class (no two neighbours in a class), so one
 vectorised pass over the classes equals a sequential sweep.
 
@@ -78,16 +84,44 @@ def pairwise_weights(theta: np.ndarray) -> np.ndarray:
     return np.exp(-(t - t.min()))
 
 
-def pairwise_message(log_m: np.ndarray, theta: np.ndarray) -> np.ndarray:
+def shifted(m: np.ndarray, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``m (h, W)`` read at window positions ``j + shift``, ``j + shift - 1`` and
+    ``j + shift + 1`` for ``j = 0..W-1`` (zero outside the row): the other end's message at
+    the owner's labels ``h``, ``h - 1`` and ``h + 1``."""
+    h, w = m.shape
+    shift = np.asarray(shift, dtype=np.int64)
+    # Most edges join samples with the same window (same best line): plain slices for them.
+    same = m.copy()
+    below = np.zeros_like(m)
+    below[:, 1:] = m[:, :-1]
+    above = np.zeros_like(m)
+    above[:, :-1] = m[:, 1:]
+    moved = np.flatnonzero(shift)
+    if len(moved):
+        padded = np.zeros((len(moved), w + 2), dtype=m.dtype)
+        padded[:, 1:-1] = m[moved]
+        base = np.arange(w)[None, :] + shift[moved, None]
+        for out, d in ((same, 0), (below, -1), (above, 1)):
+            out[moved] = np.take_along_axis(padded, np.clip(base + d, -1, w) + 1, axis=1)
+    return same, below, above
+
+
+def pairwise_message(log_m: np.ndarray, theta: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
     """O(L) pairwise sum ``log sum_h' e^{-theta_f(h,h')} m(h')`` for rows of log messages
-    ``(h, L)``; returns ``(h, L)`` float32 (each row defined up to a constant)."""
+    ``(h, W)``; returns ``(h, W)`` float32 (each row defined up to a constant). With label
+    windows, ``shift (h,)`` is the receiving window's offset minus the sending one's."""
     e0, e1, e2 = (np.float32(w) for w in pairwise_weights(theta))
     m = np.exp(log_m - log_m.max(axis=1, keepdims=True))
     total = m.sum(axis=1, keepdims=True)
-    neighbours = np.zeros_like(m)
-    neighbours[:, 1:] += m[:, :-1]
-    neighbours[:, :-1] += m[:, 1:]
-    out = e2 * total + (e0 - e2) * m + (e1 - e2) * neighbours
+    if shift is None or not np.any(shift):
+        same = m
+        neighbours = np.zeros_like(m)
+        neighbours[:, 1:] += m[:, :-1]
+        neighbours[:, :-1] += m[:, 1:]
+    else:
+        same, below, above = shifted(m, shift)
+        neighbours = below + above
+    out = e2 * total + (e0 - e2) * same + (e1 - e2) * neighbours
     return np.log(np.maximum(out, _TINY))
 
 
@@ -101,17 +135,23 @@ def pairwise_message_dense(log_m: np.ndarray, theta: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(m @ table.T, 1e-30)).astype(np.float32)
 
 
-def edge_class_fractions(out: np.ndarray, graph: RegionGraph) -> np.ndarray:
+def edge_class_fractions(out: np.ndarray, graph: RegionGraph, shift: np.ndarray | None = None) -> np.ndarray:
     """Per edge, the fraction of the product ``m_{i->u} x m_{j->u}`` on same / adjacent /
-    farther label pairs ``(E, 3)``: the edge's class marginal at theta = 0."""
+    farther label pairs ``(E, 3)``: the edge's class marginal at theta = 0. ``shift (2E,)``:
+    per half-edge, its owner's window offset minus the other end's (None: no windows)."""
     if len(graph.pair) == 0:
         return np.zeros((0, 3))
     # Messages are stored with their maximum at 0 (sweep normalises them), so exp is safe.
     mi = np.exp(out[graph.pair[:, 0]])
     mj = np.exp(out[graph.pair[:, 1]])
-    same = np.einsum("ij,ij->i", mi, mj).astype(np.float64)
-    adjacent = (np.einsum("ij,ij->i", mi[:, 1:], mj[:, :-1])
-                + np.einsum("ij,ij->i", mi[:, :-1], mj[:, 1:])).astype(np.float64)
+    if shift is None or not np.any(shift):
+        same = np.einsum("ij,ij->i", mi, mj).astype(np.float64)
+        adjacent = (np.einsum("ij,ij->i", mi[:, 1:], mj[:, :-1])
+                    + np.einsum("ij,ij->i", mi[:, :-1], mj[:, 1:])).astype(np.float64)
+    else:
+        g0, gm, gp = shifted(mj, shift[graph.pair[:, 0]])
+        same = np.einsum("ij,ij->i", mi, g0).astype(np.float64)
+        adjacent = np.einsum("ij,ij->i", mi, gm + gp).astype(np.float64)
     total = mi.sum(axis=1, dtype=np.float64) * mj.sum(axis=1, dtype=np.float64)
     far = np.maximum(total - same - adjacent, 0.0)
     q = np.stack([same, adjacent, far], axis=1)
@@ -152,14 +192,16 @@ def learn_theta(q: np.ndarray, theta: np.ndarray, moments: np.ndarray,
 
 
 def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
-          power: np.ndarray, damping: float, posterior: np.ndarray) -> float:
-    """One sequential sweep over the colour classes, in place on ``out (2E, L)`` and
-    ``posterior (n, L)``. ``power (n,)``: exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for
+          power: np.ndarray, damping: float, posterior: np.ndarray, shift: np.ndarray | None = None
+          ) -> float:
+    """One sequential sweep over the colour classes, in place on ``out (2E, W)`` and
+    ``posterior (n, W)`` (``shift``: see :func:`edge_class_fractions`). ``power (n,)``: exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for
     the paper's rule). Returns the mean over samples of the largest change of a sample's
     posterior entry."""
     change = 0.0
     for start, stop, verts, starts in graph.classes:  # a few colour classes, each vectorised
-        incoming = pairwise_message(out[graph.twin[start:stop]], theta)
+        incoming = pairwise_message(out[graph.twin[start:stop]], theta,
+                                    None if shift is None else shift[start:stop])
         summed = np.add.reduceat(incoming, starts, axis=0)
         logp = (unary[verts] + summed) * power[verts, None]
         logp -= logp.max(axis=1, keepdims=True)
@@ -181,6 +223,11 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
         change += float(np.abs(p - posterior[graph.isolated]).max(axis=1).sum())
         posterior[graph.isolated] = p
     return change / max(graph.n, 1)
+
+
+def half_edge_shift(graph: RegionGraph, offsets: np.ndarray) -> np.ndarray:
+    """Per half-edge, its owner's window offset minus the other end's ``(2E,)``."""
+    return (offsets[graph.owner] - offsets[graph.owner[graph.twin]]).astype(np.int64)
 
 
 def pair_marginals(out: np.ndarray, graph: RegionGraph, theta: np.ndarray) -> np.ndarray:

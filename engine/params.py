@@ -54,6 +54,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "merge_gap": (0.0, 100.0, True, True),
     "merge_offset": (0.0, 10.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
+    "label_window": (0, 10_000, True, True),
     "diacritic_height": (0.0, 5.0, True, True),
     "diacritic_fraction": (0.0, 1.0, False, True),
 }
@@ -129,6 +130,9 @@ class Parameters:
     sigma_s_floor: float = 1.0
     #: Lines whose unary is more than this many nats below a sample's best are pruned.
     candidate_nats: float = 30.0
+    #: Each sample considers this many consecutive lines around its best one (labels are
+    #: ordered across the text); 0 = every line of its region (exact, O(E·L) per sweep).
+    label_window: int = 9
     max_em_iterations: int = 50
     #: EM stops when the mean KL divergence between successive posteriors is below this.
     kl_tolerance: float = 1e-4
@@ -161,7 +165,7 @@ class Parameters:
                 rb = "]" if hi_in else ")"
                 raise ParameterError(f"{name} = {value!r} is outside {lb}{lo}, {hi}{rb}")
         for name in ("seed", "min_speck_area", "min_region_samples", "max_em_iterations",
-                     "mp_max_sweeps", "snapshot_top_k"):
+                     "mp_max_sweeps", "snapshot_top_k", "label_window"):
             if int(getattr(self, name)) != getattr(self, name):
                 raise ParameterError(f"{name} must be a whole number, got {getattr(self, name)!r}")
             object.__setattr__(self, name, int(getattr(self, name)))

@@ -28,17 +28,29 @@ class LineFit(NamedTuple):
     weight: np.ndarray  # total weight per line (L,)
 
 
+def point_features(uv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Features ``(n, 6)`` [1, u, v, u^2, uv, v^2] of points centred on their mean, and that
+    mean (centring keeps the second moments accurate in float64 far from the origin)."""
+    uv = np.asarray(uv, dtype=np.float64)
+    origin = uv.mean(axis=0) if len(uv) else np.zeros(2)
+    u, v = (uv - origin).T
+    return np.stack([np.ones_like(u), u, v, u * u, u * v, v * v], axis=1), origin
+
+
 def fit_lines(uv: np.ndarray, weights: np.ndarray, rotation_invariant: bool = True,
               sigma_t_floor: float = 1.0, sigma_s_floor: float = 1.0) -> LineFit:
     """Fit L lines to points ``uv (n, 2)`` with weights ``(n, L)`` (posteriors or 0/1).
 
     Returns per-line ``a, b, c, sigma_t, sigma_s`` (pixels) and the total weight. Lines with
     (almost) no weight get NaN parameters; the caller keeps their previous values."""
-    uv = np.asarray(uv, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    origin = uv.mean(axis=0) if len(uv) else np.zeros(2)
-    u, v = (uv - origin).T
-    moments = w.T @ np.stack([np.ones_like(u), u, v, u * u, u * v, v * v], axis=1)  # (L, 6)
+    features, origin = point_features(uv)
+    moments = np.asarray(weights, dtype=np.float64).T @ features  # (L, 6)
+    return fit_from_moments(moments, origin, rotation_invariant, sigma_t_floor, sigma_s_floor)
+
+
+def fit_from_moments(moments: np.ndarray, origin: np.ndarray, rotation_invariant: bool = True,
+                     sigma_t_floor: float = 1.0, sigma_s_floor: float = 1.0) -> LineFit:
+    """Lines from weighted moments ``(L, 6)`` of the features of :func:`point_features`."""
     total = moments[:, 0]
     with np.errstate(invalid="ignore", divide="ignore"):
         safe = np.where(total > 1e-9, total, np.nan)

@@ -117,8 +117,8 @@ def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str)
     np.testing.assert_allclose(window.line_table.model().values, lines_table(first.lines))
     arg = first.posterior_lines[:, 0]
     edges = window.session.prep.edges
-    n_same = int((arg[edges[:, 0]] == arg[edges[:, 1]]).sum())
-    assert len(canvas.edge_items["same"].xData) == 2 * n_same
+    n_different = int((arg[edges[:, 0]] != arg[edges[:, 1]]).sum())
+    assert len(canvas.edge_items["different"].xData) == 2 * n_different
     assert "1/4" in window.slider_label.text()
     window.stop()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=2_000)

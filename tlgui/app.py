@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.screenshot:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QApplication
 
     from .window import MainWindow
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("tlgui")
     app.setOrganizationName("tlgui")
     window = MainWindow()
+    # Direct connection: the threads are stopped while the event loop is still able to
+    # finish, not from a queued call that would never run.
+    app.aboutToQuit.connect(window.shutdown, Qt.ConnectionType.DirectConnection)
     if args.screenshot:
         w, h = (int(v) for v in args.size.lower().split("x"))
         window.resize(w, h)

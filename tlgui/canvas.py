@@ -102,6 +102,26 @@ class PaletteScatter(pg.ScatterPlotItem):
         for i, rgba in enumerate(palette):
             self._brushes[i] = QBrush(QColor(*(int(c) for c in rgba)))
 
+    def mouseClickEvent(self, ev: object) -> None:
+        # The base class looks the click up among all points (making 50 k SpotItems) and
+        # swallows it; the canvas picks lines itself.
+        ev.ignore()
+
+    def set_points(self, xy: np.ndarray, index: np.ndarray | None = None) -> None:
+        """Replace every point at once (``setData`` would look each one up in the atlas)."""
+        data = np.empty(len(xy), dtype=self.data.dtype)  # object fields start as None
+        data["x"] = xy[:, 0]
+        data["y"] = xy[:, 1]
+        data["size"] = -1  # pyqtgraph's "use the item's size"
+        data["visible"] = True
+        data["hovered"] = False
+        self.data = data
+        self.prepareGeometryChange()
+        self.informViewBoundsChanged()
+        self.bounds = [None, None]
+        self.set_colour_index(np.zeros(len(xy), dtype=np.intp) if index is None else index)
+        self.sigPlotChanged.emit(self)
+
     def set_colour_index(self, index: np.ndarray) -> None:
         if len(index) != len(self.data):
             raise ValueError(f"{len(index)} colour indices for {len(self.data)} points")
@@ -189,6 +209,22 @@ def region_outlines(prep: Preparation) -> np.ndarray:
     return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
 
 
+@dataclass(frozen=True)
+class PrepGeometry:
+    """What the canvas draws of a preparation, computed once in the worker thread (numpy only):
+    x/y of every MRF edge and of the Delaunay edges cut between regions (connect='pairs'),
+    and the region outlines as segments."""
+
+    edge_xy: tuple[np.ndarray, np.ndarray]
+    cut_xy: tuple[np.ndarray, np.ndarray]
+    region_segments: np.ndarray
+
+
+def prep_geometry(prep: Preparation) -> PrepGeometry:
+    cut = _edge_difference(prep.delaunay_edges, prep.edges)
+    return PrepGeometry(pairs_xy(prep.samples, prep.edges), pairs_xy(prep.samples, cut), region_outlines(prep))
+
+
 def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
     """Euclidean distance from point ``p`` (2,) to each segment ``(L, 2, 2)``."""
     a, b = segs[:, 0], segs[:, 1]
@@ -226,6 +262,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.setBackground("#202020")
         self.view: pg.ViewBox = self.addViewBox(lockAspect=True, invertY=True, enableMenu=False)
         self.prep: Preparation | None = None
+        self.geometry: PrepGeometry | None = None
         self.snapshot: Snapshot | None = None
         self.selected = -1
         self.posterior_mode = "argmax"
@@ -268,7 +305,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         # view, and re-stroking 100 k unchanged edges or re-blitting 50 k samples costs tens
         # of ms.  (Qt limits a device cache to the exposed area, so zooming in stays cheap.)
         self._cache_items = [self.edge_items["same"], self.edge_items["cut"], self.region_item]
-        self.samples_item = pg.ScatterPlotItem(pxMode=True, size=3, pen=None, brush=pg.mkBrush(0, 160, 255))
+        self.samples_item = PaletteScatter(np.array([[0, 160, 255, 255]]), size=3, pen=None)
         self._add("samples", self.samples_item, 5)
         self._cache_items.append(self.samples_item)
         self.posterior_item = PaletteScatter(POSTERIOR_PALETTE, size=4, pen=None)
@@ -359,9 +396,12 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.set_initial_segments(np.zeros((0, 2, 2)))
         self._clear_lines()
 
-    def set_prep(self, prep: Preparation) -> None:
-        """The preparation of the shown page: samples, graph, regions, ink."""
+    def set_prep(self, prep: Preparation, geometry: PrepGeometry | None = None) -> None:
+        """The preparation of the shown page: samples, graph, regions, ink.  ``geometry`` is
+        computed from ``prep`` when not given (pass it from the worker: it takes ~100 ms)."""
+        geometry = geometry or prep_geometry(prep)
         self.prep = prep
+        self.geometry = geometry
         self.snapshot = None
         if self.page_item.image is None or self.page_item.image.shape != prep.gray.shape:
             self.set_page(prep.gray)
@@ -369,12 +409,9 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         # Edges of the Delaunay graph that the MRF dropped (between regions) never change.
         self._different_mask = None
         self._static_edges = None
-        cut = _edge_difference(prep.delaunay_edges, prep.edges)
-        self._cut_xy = pairs_xy(prep.samples, cut)
-        segs = region_outlines(prep)
+        segs = geometry.region_segments
         self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
-        self.posterior_item.setData(pos=prep.samples)
-        self.posterior_item.set_colour_index(np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp))
+        self.posterior_item.set_points(prep.samples, np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp))
         self._clear_lines()
         self.labels_item.clear()
         self.mismatch_item.clear()
@@ -432,7 +469,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if self.prep is None:
             self.samples_item.clear()
             return
-        self.samples_item.setData(pos=self.prep.samples)
+        self.samples_item.set_points(self.prep.samples)
 
     def _draw_posterior(self) -> None:
         snap, prep = self.snapshot, self.prep
@@ -457,8 +494,8 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             return
         if self._static_edges is not prep:
             self._static_edges = prep
-            self.edge_items["cut"].setData(*self._cut_xy, connect="pairs")
-            self.edge_items["same"].setData(*pairs_xy(prep.samples, prep.edges), connect="pairs")
+            self.edge_items["cut"].setData(*self.geometry.cut_xy, connect="pairs")
+            self.edge_items["same"].setData(*self.geometry.edge_xy, connect="pairs")
         edges = prep.edges
         if snap is None or len(snap.entropy) != len(prep.samples):
             different = np.zeros(len(edges), dtype=bool)

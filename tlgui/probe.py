@@ -25,13 +25,17 @@ from PySide6.QtCore import QObject, QTimer
 class GapProbe(QObject):
     """Record the gaps between ticks of a ``interval_ms`` timer running in the GUI thread."""
 
-    def __init__(self, interval_ms: int = 10) -> None:
+    def __init__(self, interval_ms: int = 10, label: Any = None) -> None:
         super().__init__()
         self.timer = QTimer(self)
         self.timer.setInterval(interval_ms)
         self.timer.timeout.connect(self._tick)
         self.gaps: list[float] = []
+        #: Gaps over 50 ms: (end time, ms, label() at the tick before: e.g. the engine stage).
+        self.long_gaps: list[tuple[float, float, str]] = []
+        self.label = label or (lambda: "")
         self._last: float | None = None
+        self._last_label = ""
 
     def start(self) -> None:
         self.gaps = []
@@ -44,14 +48,32 @@ class GapProbe(QObject):
     def _tick(self) -> None:
         now = time.perf_counter()
         if self._last is not None:
-            self.gaps.append((now - self._last) * 1e3)
+            gap = (now - self._last) * 1e3
+            self.gaps.append(gap)
+            if gap > 50.0:
+                self.long_gaps.append((now, gap, self._last_label))
         self._last = now
+        self._last_label = self.label()
 
     def summary(self) -> dict[str, float]:
         g = np.asarray(self.gaps) if self.gaps else np.zeros(1)
         return {"ticks": len(self.gaps), "max_gap_ms": float(g.max()),
                 "p99_gap_ms": float(np.percentile(g, 99)), "median_gap_ms": float(np.median(g)),
                 "gaps_over_100ms": int((g > 100).sum())}
+
+
+def _time_paints(window: Any) -> None:
+    """Count the canvas' and the plots' paint events as GUI handlers too (they run Python
+    paint methods of every visible item, outside the window's own slots)."""
+    widgets = [("paint canvas", window.canvas)] + [(f"paint plot {k}", w) for k, w in window.plots.plots.items()]
+    for name, widget in widgets:
+        original = widget.paintEvent
+
+        def timed(event: Any, _original: Any = original, _name: str = name) -> None:
+            with window._timed(_name):
+                _original(event)
+
+        widget.paintEvent = timed
 
 
 def _wait(app: Any, condition: Any, timeout: float) -> bool:
@@ -90,7 +112,8 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
     window = MainWindow()
     window.resize(*size)
     window.show()
-    probe = GapProbe()
+    probe = GapProbe(label=window.status_stage.text)
+    _time_paints(window)
     t0 = time.perf_counter()
     window.open_page(page)
     probe.start()  # the probe covers loading and preparation too
@@ -114,8 +137,16 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
         "redraw_ms_max": round(max(redraw), 1), "redraw_ms_median": round(float(np.median(redraw)), 1),
         "live_redraw_ms_max": round(max(window.canvas.redraw_ms or [0.0]), 1),
     }
-    slow = sorted(window.slow_handlers, key=lambda h: -h[1])[:5]
-    result["slowest_gui_handlers_ms"] = [[name, round(ms, 1)] for name, ms in slow]
+    slow = sorted(window.slow_handlers, key=lambda h: -h[2])[:5]
+    result["slowest_gui_handlers_ms"] = [[name, round(ms, 1)] for _end, name, ms in slow]
+    # Which long gaps had one of our handlers in them, and which came from elsewhere (the
+    # engine thread holding the GIL in a long C call, or the OS scheduler on a busy machine).
+    ours, other = [], []
+    for end, gap, label in probe.long_gaps:
+        mine = [ms for h_end, _n, ms in window.slow_handlers if end - gap / 1e3 <= h_end <= end]
+        (ours if mine and max(mine) > gap / 2 else other).append((round(gap, 1), label))
+    result["long_gaps_gui_handler"] = sorted(ours, reverse=True)[:8]
+    result["long_gaps_elsewhere"] = sorted(other, reverse=True)[:8]
     window.shutdown()
     window.close()
     return result

@@ -129,8 +129,8 @@ class MainWindow(QMainWindow):
         self._selected = -1
         self._pending_load: str | None = None
         self._closed = False
-        #: GUI-thread handlers that took long: (name, milliseconds), for the latency probe.
-        self.slow_handlers: list[tuple[str, float]] = []
+        #: GUI-thread handlers that took long: (end time, name, ms), for the latency probe.
+        self.slow_handlers: list[tuple[float, str, float]] = []
 
         self._build_central()
         self._build_docks()
@@ -395,9 +395,10 @@ class MainWindow(QMainWindow):
         try:
             yield
         finally:
-            ms = (time.perf_counter() - t0) * 1e3
+            end = time.perf_counter()
+            ms = (end - t0) * 1e3
             if ms > 20.0:
-                self.slow_handlers.append((name, ms))
+                self.slow_handlers.append((end, name, ms))
 
     # ================================================================ pages
     def choose_page(self) -> None:
@@ -579,18 +580,18 @@ class MainWindow(QMainWindow):
         if self._active(job_id):
             self._set_stage(text)
 
-    @Slot(int, object)
-    def _on_prepared(self, job_id: int, prep: Any) -> None:
+    @Slot(int, object, object)
+    def _on_prepared(self, job_id: int, prep: Any, geometry: Any) -> None:
         if self._active(job_id):
             with self._timed("prepared"):
-                self._show_prepared(prep)
+                self._show_prepared(prep, geometry)
 
-    def _show_prepared(self, prep: Any) -> None:
+    def _show_prepared(self, prep: Any, geometry: Any) -> None:
         self.job.prep = prep
         self.session.set_prepared(prep)
         self.param_panel.prepared_with = prep.params
         self.param_panel.show_status()
-        self.canvas.set_prep(prep)
+        self.canvas.set_prep(prep, geometry)
         if not self.edits.edited:
             self.edits.reset_to(prep.initial_lines.segments(), self.session.path)
         else:
@@ -974,6 +975,11 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         self.draw_timer.stop()
         self._cancel_job()
+        # Nothing from the workers may reach this window once it is being torn down.
+        for signal in (self.engine.worker.stage, self.engine.worker.prepared, self.engine.worker.snapshot,
+                       self.engine.worker.finished, self.engine.worker.failed, self.engine.worker.done,
+                       self.tasks.worker.done, self.tasks.worker.failed):
+            signal.disconnect()
         self.engine.stop()
         self.tasks.stop()
         self.editor.close()

@@ -23,6 +23,8 @@ from engine import pipeline
 from engine.model import LineSet, Preparation, Snapshot
 from engine.params import Parameters
 
+from .canvas import prep_geometry
+
 RUN, PAUSE, STEP_EM, STEP_SWEEP = "run", "pause", "step_em", "step_sweep"
 
 
@@ -112,7 +114,7 @@ class EngineWorker(QObject):
     """Runs jobs in its thread; every result leaves through a signal with its own data."""
 
     stage = Signal(int, str)
-    prepared = Signal(int, object)        # Preparation
+    prepared = Signal(int, object, object)  # Preparation, PrepGeometry
     snapshot = Signal(int, object)        # Snapshot (copied)
     finished = Signal(int, object, object)  # Segmentation, RGBA label overlay
     failed = Signal(int, str)
@@ -145,7 +147,8 @@ class EngineWorker(QObject):
             self.stage.emit(job.id, "preparing")
             prep = pipeline.prepare(job.path, job.params, progress=progress)
             control.check()
-            self.prepared.emit(job.id, prep)
+            # What the canvas draws of it is computed here too, not in the GUI thread.
+            self.prepared.emit(job.id, prep, prep_geometry(prep))
         if not job.em:
             return
         lines: LineSet = prep.initial_lines
