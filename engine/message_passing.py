@@ -196,8 +196,8 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
           ) -> float:
     """One sequential sweep over the colour classes, in place on ``out (2E, W)`` and
     ``posterior (n, W)`` (``shift``: see :func:`edge_class_fractions`). ``power (n,)``:
-    exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for the paper's rule). Returns the mean over samples of the largest change of a sample's
-    posterior entry."""
+    exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for the paper's rule). Returns the mean over
+    samples of the largest change of a sample's posterior entry."""
     change = 0.0
     for start, stop, verts, starts in graph.classes:  # a few colour classes, each vectorised
         incoming = pairwise_message(out[graph.twin[start:stop]], theta,
