@@ -160,11 +160,11 @@ def test_every_ink_pixel_labelled(prep, snapshots):
 # --------------------------------------------------------------------------- end to end
 
 #: FM measured (seed 0, scale 1, default parameters) where it is under 0.95.
+# Known failures, measured; strict=False so that a fix shows up as XPASS.
 _FAILING = {
-    "straight": "FM 0.889 measured: 8 of 9 lines matched",
-    "curved": "FM 0.889 measured: 8 of 9 lines matched",
-    "touching": "FM 0.0 measured: 6 lines collapse to 1 (H_cc 75 px from touching chains, 2 initial lines)",
-    "two_columns": "FM 0.0 measured: 8 lines end as 5 (H_cc 48 px, 5 initial lines)",
+    "curved": "FM 0.889 measured on seed 0: 8 of 9 lines matched (seeds 1 and 2 reach 1.0)",
+    "touching": "FM 0.0 measured: glyph bands (2.6 x-heights) wider than the pitch (2.2); H_cc 75 px "
+                "from touching chains, 3 initial lines",
 }
 
 
