@@ -144,13 +144,15 @@ def _by_stem(paths: list[Path], unpaired: list[str]) -> dict[str, Path]:
     return found
 
 
-def _find_image(image_dir: Path | None, stem: str) -> Path | None:
-    if image_dir is None:
-        return None
-    for suffix in IMAGE_SUFFIXES:
-        for cand in (image_dir / f"{stem}{suffix}", image_dir / f"{stem}{suffix.upper()}"):
-            if cand.is_file():
-                return cand
+def _find_image(folders: list[Path], stem: str, exclude: tuple[Path, ...] = ()) -> Path | None:
+    """The page image ``<stem>.<image suffix>`` in the first of ``folders`` that has one
+    (never one of ``exclude``: a label image named like its page is not the page)."""
+    skip = {p.resolve() for p in exclude}
+    for folder in folders:
+        for suffix in IMAGE_SUFFIXES:
+            for cand in (folder / f"{stem}{suffix}", folder / f"{stem}{suffix.upper()}"):
+                if cand.is_file() and cand.resolve() not in skip:
+                    return cand
     return None
 
 
@@ -221,14 +223,15 @@ def evaluate(gt_paths: Iterable[str | os.PathLike] | str | os.PathLike,
                       f"'{stem}'", stacklevel=2)
     stems = sorted(set(gts) & set(preds))
     img_dir = None if image_dir is None else Path(image_dir)
-    if img_dir is None and any(_is_polygon(gts[s]) or _is_polygon(preds[s]) for s in stems):
-        raise EvaluationError("polygon (PAGE/ALTO) files are scored on the page's ink pixels: pass "
-                              "image_dir, the folder of the page images")
     for stem in stems:
         gt_path, pred_path = gts[stem], preds[stem]
-        image = _find_image(img_dir, stem)
+        # The page image: in image_dir if given, else next to the ground truth (ALTO and PAGE
+        # exports usually sit beside their image).
+        folders = ([img_dir] if img_dir is not None else []) + [Path(gt_path).parent]
+        image = _find_image(folders, stem, (Path(gt_path), Path(pred_path)))
         if image is None and (_is_polygon(gt_path) or _is_polygon(pred_path)):
-            reason = f"no page image '{stem}.*' in {img_dir} (needed for polygon files)"
+            where = " or ".join(str(f) for f in folders)
+            reason = f"no page image '{stem}.*' in {where} (needed for polygon files)"
             report.skipped.append((stem, reason))
             warnings.warn(f"page '{stem}' skipped: {reason}", stacklevel=2)
             continue

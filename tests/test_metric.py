@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.evaluate import EvaluationError, evaluate, page_stem
+from engine.evaluate import evaluate, page_stem
 from engine.export import write_dat, write_label_png, write_page_xml
 from engine.metric import ContestScore, LineScore, combine, combine_lines, contest_metric, line_metric
 from engine.model import LineSet, Region, Segmentation
@@ -212,8 +212,10 @@ def test_evaluate_polygon_gt_scored_on_image_ink(tmp_path):
 def test_evaluate_polygon_needs_images(tmp_path):
     gray, labels = _polygon_case(tmp_path)
     write_dat(tmp_path / "out" / "pg.dat", labels)
-    with pytest.raises(EvaluationError, match="image_dir"):
-        evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"])
+    # No image folder and no image beside the ground truth: skipped, saying where it looked.
+    with pytest.warns(UserWarning, match="needed for polygon files"):
+        report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"])
+    assert report.pages == [] and str(tmp_path / "gt") in report.skipped[0][1]
     # An image folder without this page's image: the page is skipped with the reason.
     with pytest.warns(UserWarning, match="pg"):
         report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"],

@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QPixmap, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFormLayout,
+    QGraphicsItem,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -29,7 +31,7 @@ from PySide6.QtWidgets import (
 from engine.model import LineSet
 from engine.params import PREPARATION_FIELDS, ParameterError, Parameters
 
-from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, POSTERIOR_MODES, line_colour
+from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, LINE_COLOURS, POSTERIOR_MODES, line_colour
 from .session import Session, lines_table
 
 # --------------------------------------------------------------------------------------------- layers
@@ -87,45 +89,49 @@ class LayerPanel(QWidget):
 COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior")
 
 
-class LineTableModel(QAbstractTableModel):
-    """The lines of the displayed state, straight from the LineSet arrays (no item objects)."""
+def format_cell(col: int, v: float) -> str:
+    if col in (0, 1):
+        return str(int(v))
+    if col == 2:
+        return f"{v:+.3f}"
+    return f"{v:.3f}" if col == 7 else f"{v:.1f}"
+
+
+class LineTableModel(QStandardItemModel):
+    """The lines of the displayed state.
+
+    A C++ item model on purpose: a Python ``data()`` would be called thousands of times per
+    repaint, each call waiting for the GIL while the engine thread computes.
+    """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(0, len(COLUMNS))
+        self.setHorizontalHeaderLabels(list(COLUMNS))
         self.values = np.zeros((0, 8))
+        self._icons = [_swatch(line_colour(i)) for i in range(len(LINE_COLOURS))]
 
     def set_lines(self, lines: LineSet | None) -> None:
-        self.beginResetModel()
-        self.values = lines_table(lines) if lines is not None else np.zeros((0, 8))
-        self.endResetModel()
+        values = lines_table(lines) if lines is not None else np.zeros((0, 8))
+        if values.shape == self.values.shape and np.array_equal(values, self.values):
+            return
+        self.values = values
+        self.setRowCount(0)
+        align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        for row in values:
+            items = []
+            for col, v in enumerate(row):
+                item = QStandardItem(format_cell(col, v))
+                item.setEditable(False)
+                item.setTextAlignment(align)
+                items.append(item)
+            items[0].setIcon(self._icons[int(row[0]) % len(LINE_COLOURS)])
+            self.appendRow(items)
 
-    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.values)
 
-    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-                   ) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex | QPersistentModelIndex,
-             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        row, col = index.row(), index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            v = self.values[row, col]
-            if col in (0, 1):
-                return str(int(v))
-            if col == 2:
-                return f"{v:+.3f}"
-            return f"{v:.3f}" if col == 7 else f"{v:.1f}"
-        if role == Qt.ItemDataRole.DecorationRole and col == 0:
-            return line_colour(row)
-        if role == Qt.ItemDataRole.TextAlignmentRole:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
+def _swatch(colour: QColor) -> QIcon:
+    pixmap = QPixmap(10, 10)
+    pixmap.fill(colour)
+    return QIcon(pixmap)
 
 
 class LineTable(QTableView):
@@ -332,10 +338,14 @@ class PlotsPanel(QWidget):
             plot.setMinimumHeight(120)
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setLabel("bottom", "iteration")
+            for name in ("left", "bottom"):
+                # Axis text is replayed from a QPicture on every repaint (tens of ms while the
+                # engine holds the GIL); a device cache redraws it only when the axis changes.
+                plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
             if key == "theta":
                 plot.addLegend(offset=(-5, 5))
-            self.curves[key] = [plot.plot([], [], pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=4,
-                                          symbolBrush=colour, symbolPen=None, name=name)
+            # No point symbols: each would be one more item to paint while the engine runs.
+            self.curves[key] = [plot.plot([], [], pen=pg.mkPen(colour, width=2), name=name)
                                 for name, colour in curves]
             marker = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#ffff00", width=1))
             marker.setVisible(False)

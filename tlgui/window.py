@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,7 +51,9 @@ from .worker import PAUSE, RUN, STEP_EM, STEP_SWEEP, EngineWorker, Job, RunContr
 
 ICONS = Path(__file__).resolve().parent.parent / "resources" / "icons"
 MAX_RECENT = 10
-DRAW_INTERVAL_MS = 33  # ~30 Hz: faster than the eye needs, slow enough to leave time for the engine
+SWITCH_INTERVAL_S = 0.0005
+DRAW_INTERVAL_MS = 33
+PLOT_INTERVAL_S = 0.5  # ~30 Hz: faster than the eye needs, slow enough to leave time for the engine
 
 #: Export kind -> (menu title, file filter, default suffix).
 EXPORTS: dict[str, tuple[str, str, str]] = {
@@ -109,6 +112,11 @@ class MainWindow(QMainWindow):
 
     def __init__(self) -> None:
         super().__init__()
+        # While the engine thread computes, every call from Qt into Python (a slot, an item's
+        # paint or boundingRect) waits for the GIL; with the default 5 ms switch interval a
+        # repaint made of dozens of such calls stalls for hundreds of ms.  0.5 ms keeps the
+        # GUI thread's waits short at a small cost to the engine's throughput.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.setWindowTitle("tlgui — text-line segmentation")
         self.resize(1500, 950)
         self.setAcceptDrops(True)
@@ -126,6 +134,9 @@ class MainWindow(QMainWindow):
         self._job_elapsed = 0.0
         self._draw_pending = False
         self._series_pending = False
+        self._plots_pending = False
+        self._slow_pending = False
+        self._last_slow_draw = 0.0
         self._selected = -1
         self._pending_load: str | None = None
         self._closed = False
@@ -690,6 +701,11 @@ class MainWindow(QMainWindow):
             self._draw_tick()
 
     def _draw_tick(self) -> None:
+        # The plots (axes with text) and the table are slow to repaint while the engine
+        # holds the GIL most of the time: during a run they follow at PLOT_INTERVAL_S only.
+        now = time.perf_counter()
+        running = self.job is not None and self.job.em and self.job.control.mode == RUN
+        slow_ok = not running or now - self._last_slow_draw >= PLOT_INTERVAL_S
         if self._series_pending:
             self._series_pending = False
             n = len(self.session.snapshots)
@@ -697,22 +713,32 @@ class MainWindow(QMainWindow):
             self.slider.setRange(0, max(0, n - 1))
             self.slider.setValue(max(0, self.session.current))
             self.slider.blockSignals(False)
-            self.plots.set_series(self.session.series())
+            self._plots_pending = True
         if self._draw_pending:
             self._draw_pending = False
-            self.draw_current()
+            self.draw_current(slow=False)
+            self._slow_pending = True
+        if slow_ok and (self._plots_pending or self._slow_pending):
+            self._last_slow_draw = now
+            if self._plots_pending:
+                self._plots_pending = False
+                self.plots.set_series(self.session.series())
+            if self._slow_pending:
+                self._slow_pending = False
+                self._draw_slow()
         if self.job is not None:
             self.status_elapsed.setText(f"{time.perf_counter() - self._job_started:6.1f} s")
 
-    def draw_current(self) -> None:
-        """Draw the session's displayed snapshot everywhere (canvas, table, plots marker)."""
+    def draw_current(self, slow: bool = True) -> None:
+        """Draw the session's displayed snapshot: canvas and labels now; the table and the
+        plots' marker too when ``slow`` (else at the next slow tick)."""
         snap = self.session.current_snapshot()
         if snap is not None and self._selected >= len(snap.lines):
             self._selected = -1
         self.canvas.selected = self._selected
         self.canvas.show_snapshot(snap)
-        self.line_table.set_lines(snap.lines if snap is not None else None, self._selected)
-        self.plots.set_marker(snapshot_x(snap) if snap is not None else None)
+        if slow:
+            self._draw_slow()
         n = len(self.session.snapshots)
         if snap is None:
             self.slider_label.setText("no run")
@@ -725,6 +751,11 @@ class MainWindow(QMainWindow):
         self.lines_title.setText(f"Lines at iteration {snap.iteration}{sweep}")
         self.status_iter.setText(f"iteration {snap.iteration}{sweep}")
         self.status_lines.setText(f"{len(snap.lines)} lines")
+
+    def _draw_slow(self) -> None:
+        snap = self.session.current_snapshot()
+        self.line_table.set_lines(snap.lines if snap is not None else None, self._selected)
+        self.plots.set_marker(snapshot_x(snap) if snap is not None else None)
 
     def _on_slider(self, value: int) -> None:
         self.session.set_current(value)
