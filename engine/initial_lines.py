@@ -135,9 +135,10 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     positive = filtered[filtered > 1e-6]
     if positive.size == 0:
         return np.zeros(raster.shape, np.int32)
-    # Half of Otsu's level: short lines (a few words) respond weaker than full ones and fell
-    # under Otsu itself; lines that merge at the lower level are cut at their valleys below.
-    binary = (filtered > 0.5 * _otsu(positive)).astype(np.uint8)
+    # Below Otsu's level (blob_threshold < 1): short lines (a few words) respond weaker than
+    # full ones and fell under Otsu itself; lines that merge at the lower level are cut at
+    # their valleys below.
+    binary = (filtered > params.blob_threshold * _otsu(positive)).astype(np.uint8)
     n, labels, cc_stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4, ltype=cv2.CV_32S)
     if n <= 1:
         return np.zeros(raster.shape, np.int32)

@@ -25,6 +25,16 @@ def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarr
     return mean * (1.0 + k * (std / _SAUVOLA_R - 1.0))
 
 
+def stretch_contrast(gray: np.ndarray) -> np.ndarray:
+    """Map the darkest 0.5 % of the page to 0 and the paper (median) to 255 when the page is
+    faint: Sauvola's fixed dynamic range (R = 128) misses pencil on light paper (CREMMA)."""
+    lo, paper = np.percentile(gray[::4, ::4], [0.5, 50.0])
+    if paper - lo >= 128 or paper <= lo:
+        return gray
+    lut = np.clip((np.arange(256) - lo) * 255.0 / (paper - lo), 0, 255).astype(np.uint8)
+    return lut[gray]
+
+
 def otsu_ink(gray: np.ndarray) -> np.ndarray:
     """Global Otsu binarisation: bool ``(H, W)``, True = ink (dark)."""
     _, binary = cv2.threshold(gray, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
@@ -76,6 +86,7 @@ def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
     if page.bilevel:
         ink = gray < 128
     else:
+        gray = stretch_contrast(gray)
         rough = otsu_ink(gray)
         _, stats = label_components(rough)
         h_text = text_height(stats, gray.shape)

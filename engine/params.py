@@ -55,6 +55,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "merge_offset": (0.0, 10.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
     "label_window": (0, 10_000, True, True),
+    "blob_threshold": (0.05, 2.0, True, True),
     "diacritic_height": (0.0, 5.0, True, True),
     "diacritic_fraction": (0.0, 1.0, False, True),
 }
@@ -97,6 +98,8 @@ class Parameters:
     orientation_step: float = 2.5
     #: Search every orientation (-90...90) per region: for multi-oriented pages.
     multi_oriented: bool = False
+    #: Blobs are the filtered response above this fraction of its Otsu level (1 = Otsu).
+    blob_threshold: float = 1.0
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
     #: Blobs whose ink ratio is under t_r are residual and dropped (paper: 0.08).
@@ -251,5 +254,5 @@ PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "t_o", "t_r",
-    "diacritic_height", "diacritic_fraction",
+    "diacritic_height", "diacritic_fraction", "blob_threshold",
 })

@@ -88,6 +88,14 @@ def test_open_run_to_end(qtbot: object, window: MainWindow, page_path: str, synt
     assert window.canvas.selected == 1
 
 
+def test_run_pressed_while_preparing(qtbot: object, window: MainWindow, page_path: str) -> None:
+    window.open_page(page_path)
+    qtbot.waitUntil(lambda: window.job is not None, timeout=10_000)  # the preparation job
+    window.run()
+    qtbot.waitUntil(lambda: window.session.segmentation is not None and not window.is_busy(), timeout=60_000)
+    assert len(window.session.snapshots) >= 2
+
+
 def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str) -> None:
     open_and_prepare(qtbot, window, page_path)
     session = window.session
@@ -114,7 +122,7 @@ def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str)
     canvas = window.canvas
     expected = posterior_colour_index(first, "argmax", 0)
     assert np.array_equal(canvas.posterior_item.data["brush"], canvas.posterior_item._brushes[expected])
-    np.testing.assert_allclose(window.line_table.model().values, lines_table(first.lines))
+    np.testing.assert_allclose(window.line_table.table_model.values, lines_table(first.lines))
     arg = first.posterior_lines[:, 0]
     edges = window.session.prep.edges
     n_different = int((arg[edges[:, 0]] != arg[edges[:, 1]]).sum())

@@ -114,18 +114,23 @@ class LineTableModel(QStandardItemModel):
         values = lines_table(lines) if lines is not None else np.zeros((0, 8))
         if values.shape == self.values.shape and np.array_equal(values, self.values):
             return
+        old_rows = len(self.values)
         self.values = values
-        self.setRowCount(0)
+        if len(values) != old_rows:
+            self.setRowCount(len(values))
         align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-        for row in values:
-            items = []
+        for r, row in enumerate(values):
             for col, v in enumerate(row):
-                item = QStandardItem(format_cell(col, v))
-                item.setEditable(False)
-                item.setTextAlignment(align)
-                items.append(item)
-            items[0].setIcon(self._icons[int(row[0]) % len(LINE_COLOURS)])
-            self.appendRow(items)
+                text = format_cell(col, v)
+                item = self.item(r, col)
+                if item is None:  # a new row: create its items once, then only change text
+                    item = QStandardItem(text)
+                    item.setTextAlignment(align)
+                    if col == 0:
+                        item.setIcon(self._icons[r % len(LINE_COLOURS)])
+                    self.setItem(r, col, item)
+                elif item.text() != text:
+                    item.setText(text)
 
 
 def _swatch(colour: QColor) -> QIcon:
@@ -145,6 +150,7 @@ class LineTable(QTableView):
         self.setModel(self.table_model)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(18)
         self.horizontalHeader().setDefaultSectionSize(52)
@@ -354,19 +360,53 @@ class PlotsPanel(QWidget):
             self.markers[key] = marker
             layout.addWidget(plot)
         self.plots["kl"].setLogMode(y=True)
+        for plot in self.plots.values():
+            plot.disableAutoRange()
+        self.ranges: dict[str, tuple[float, float, float, float]] = {}
 
     def set_series(self, series: dict[str, np.ndarray]) -> None:
         x = series["x"]
+        data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
 
-        def finite(curve: pg.PlotDataItem, y: np.ndarray) -> None:
+        def finite(key: str, curve: pg.PlotDataItem, y: np.ndarray) -> None:
             ok = np.isfinite(y)  # the first snapshot has no KL change (NaN)
             curve.setData(x[ok], y[ok])
+            data.setdefault(key, []).append((x[ok], y[ok]))
 
-        finite(self.curves["kl"][0], np.maximum(series["kl"], 1e-12))  # log axis: no zeros
-        finite(self.curves["lines"][0], series["lines"])
+        finite("kl", self.curves["kl"][0], np.maximum(series["kl"], 1e-12))  # log axis: no zeros
+        finite("lines", self.curves["lines"][0], series["lines"])
         for i in range(3):
-            finite(self.curves["theta"][i], series["theta"][:, i])
-        finite(self.curves["loglik"][0], series["loglik"])
+            finite("theta", self.curves["theta"][i], series["theta"][:, i])
+        finite("loglik", self.curves["loglik"][0], series["loglik"])
+        for key, parts in data.items():
+            self._fit_range(key, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+    def _fit_range(self, key: str, x: np.ndarray, y: np.ndarray) -> None:
+        """Widen the view only when the data leaves it, in generous steps.
+
+        Autoranging changed the axes at every update, and a changed axis re-lays out its
+        tick text, the slowest part of a plot's repaint while the engine runs.
+        """
+        if key == "kl":
+            y = np.log10(y)  # the view of a log plot is in log10 units
+        if len(x) == 0:
+            return
+        x0, x1, y0, y1 = self.ranges.get(key, (0.0, 0.0, np.inf, -np.inf))
+        lo, hi = float(y.min()), float(y.max())
+        need_x = x.max() > x1
+        need_y = lo < y0 or hi > y1
+        if not (need_x or need_y):
+            return
+        if need_x:
+            x1 = float(10 * np.ceil((x.max() + 1) / 10))
+        if need_y:
+            span = max(hi - lo, 1e-9 if key != "lines" else 2.0)
+            y0, y1 = lo - 0.25 * span, hi + 0.25 * span
+        self.ranges[key] = (x0, x1, y0, y1)
+        self.plots[key].setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0)
+
+    def reset_ranges(self) -> None:
+        self.ranges.clear()
 
     def set_marker(self, x: float | None) -> None:
         for marker in self.markers.values():

@@ -130,6 +130,7 @@ class MainWindow(QMainWindow):
         self.job: Job | None = None
         self._job_counter = 0
         self._jobs_in_flight = 0  # jobs handed to the worker whose "done" has not come back
+        self._em_after_prep: str | None = None  # Run pressed while the page was being prepared
         self._job_started = 0.0
         self._job_elapsed = 0.0
         self._draw_pending = False
@@ -511,9 +512,6 @@ class MainWindow(QMainWindow):
         prep = self.session.prep
         if prep is not None and self.param_panel.needs_preparation():
             prep = None  # a stage 1-6 parameter changed: prepare again
-        if prep is None and self.job is not None and not self.job.em:
-            # Preparation under way: let it finish, then continue with an EM job.
-            self._cancel_job()
         self._job_counter += 1
         control = RunControl()
         control.set_mode(mode)
@@ -531,6 +529,7 @@ class MainWindow(QMainWindow):
         self.runJob.emit(self.job)
 
     def _cancel_job(self) -> None:
+        self._em_after_prep = None
         if self.job is not None:
             self.job.control.cancel()
             self.job = None
@@ -564,10 +563,10 @@ class MainWindow(QMainWindow):
             self._start_em(STEP_SWEEP)
 
     def _start_em(self, mode: str) -> None:
-        # A running preparation-only job is cancelled and the EM job prepares itself unless a
-        # preparation is already there.
         if self.job is not None and not self.job.em:
-            self._cancel_job()
+            # The page is being prepared: run as soon as it is (re-preparing would waste it).
+            self._em_after_prep = mode
+            return
         self._start_job(em=True, mode=mode)
 
     def stop(self) -> None:
@@ -647,10 +646,15 @@ class MainWindow(QMainWindow):
             self._set_stage("stopped")
         elif status == "failed":
             self._set_stage("failed")
+        was_prep_only = not self.job.em
         self.job = None
         self.editor.set_enabled(True)
         self._update_buttons()
         self._draw_pending = True
+        pending, self._em_after_prep = self._em_after_prep, None
+        if was_prep_only and status == "finished" and pending is not None:
+            self._start_job(em=True, mode=pending)
+            return
         self.idle.emit()
 
     # ================================================================ tasks
@@ -694,6 +698,7 @@ class MainWindow(QMainWindow):
     def _on_session_cleared(self) -> None:
         self._draw_pending = True
         self._series_pending = True
+        self.plots.reset_ranges()
 
     def _on_draw_tick(self) -> None:
         """At most ~30 times a second: draw the displayed snapshot if it changed."""
