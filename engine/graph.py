@@ -20,9 +20,13 @@ def triangle_edges(triangles: np.ndarray) -> np.ndarray:
     """Unique undirected edges ``(E, 2)`` int32, ``i < j``, sorted, of triangles ``(T, 3)``."""
     if len(triangles) == 0:
         return np.zeros((0, 2), np.int32)
-    pairs = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
+    pairs = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]]).astype(np.int64)
     pairs.sort(axis=1)
-    return np.unique(pairs, axis=0).astype(np.int32)
+    # Unique on one int64 key per edge: np.unique(axis=0) sorts rows as void records, several
+    # times slower, and holds the GIL long enough to stall the GUI thread (0.3-0.6 s).
+    n = int(pairs.max()) + 1
+    keys = np.unique(pairs[:, 0] * n + pairs[:, 1])
+    return np.stack([keys // n, keys % n], axis=1).astype(np.int32)
 
 
 def delaunay_edges(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,8 +59,8 @@ def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:
 
 def run_to_end(qtbot: object, win: MainWindow) -> None:
     win.run()
-    qtbot.waitUntil(lambda: win.session.segmentation is not None and not win.is_busy(), timeout=60_000)
-    qtbot.wait(2 * 33)  # one draw tick
+    qtbot.waitUntil(lambda: win.session.segmentation is not None and not win.is_busy() and win.settled(),
+                    timeout=60_000)
 
 
 def test_open_run_to_end(qtbot: object, window: MainWindow, page_path: str, synthetic_page: object) -> None:
@@ -90,8 +90,7 @@ def test_open_run_to_end(qtbot: object, window: MainWindow, page_path: str, synt
 
 def test_run_pressed_while_preparing(qtbot: object, window: MainWindow, page_path: str) -> None:
     window.open_page(page_path)
-    qtbot.waitUntil(lambda: window.job is not None, timeout=10_000)  # the preparation job
-    window.run()
+    window.run()  # before the page is even loaded: queued until it is prepared
     qtbot.waitUntil(lambda: window.session.segmentation is not None and not window.is_busy(), timeout=60_000)
     assert len(window.session.snapshots) >= 2
 
@@ -122,14 +121,18 @@ def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str)
     canvas = window.canvas
     expected = posterior_colour_index(first, "argmax", 0)
     assert np.array_equal(canvas.posterior_item.data["brush"], canvas.posterior_item._brushes[expected])
+    qtbot.waitUntil(window.settled, timeout=2_000)  # table and plots follow a few ticks later
     np.testing.assert_allclose(window.line_table.table_model.values, lines_table(first.lines))
+    assert window.plots.markers["kl"].value() == pytest.approx(first.iteration)
     arg = first.posterior_lines[:, 0]
     edges = window.session.prep.edges
     n_different = int((arg[edges[:, 0]] != arg[edges[:, 1]]).sum())
     assert len(canvas.edge_items["different"].xData) == 2 * n_different
     assert "1/4" in window.slider_label.text()
-    window.stop()
-    qtbot.waitUntil(lambda: not window.is_busy(), timeout=2_000)
+    window.reset()
+    qtbot.waitUntil(lambda: not window.is_busy() and window.settled(), timeout=2_000)
+    assert session.snapshots == [] and window.canvas.snapshot is None
+    assert window.line_table.table_model.rowCount() == 0 and window.slider_label.text() == "no run"
 
 
 def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_path: str,
@@ -177,6 +180,36 @@ def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_pa
     window.open_page(page_path)
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
     assert window.edits.edited and len(window.edits.segments) == len(edited)
+
+
+def test_mouse_draw_delete_and_pick(qtbot: object, window: MainWindow, page_path: str) -> None:
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtTest import QTest
+
+    open_and_prepare(qtbot, window, page_path)
+    viewport = window.canvas.viewport()
+
+    def at(x: float, y: float) -> object:
+        return window.canvas.mapFromScene(window.canvas.view.mapViewToScene(QPointF(x, y)))
+
+    n0 = len(window.edits.segments)
+    window.set_edit_mode("add")
+    a, b = at(100, 600), at(500, 620)
+    QTest.mousePress(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, a)
+    for i in range(1, 11):
+        QTest.mouseMove(viewport, a + (b - a) * (i / 10))
+    QTest.mouseRelease(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, b)
+    qtbot.waitUntil(lambda: len(window.edits.segments) == n0 + 1, timeout=2_000)
+    np.testing.assert_allclose(window.edits.segments[-1], [[100, 600], [500, 620]], atol=3.0)
+    window.set_edit_mode("delete")
+    QTest.mouseClick(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at(300, 610))
+    qtbot.waitUntil(lambda: len(window.edits.segments) == n0, timeout=2_000)
+    window.set_edit_mode("off")
+    run_to_end(qtbot, window)
+    centre = window.session.current_snapshot().lines.segments()[2].mean(axis=0)
+    QTest.mouseClick(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, at(*centre))
+    qtbot.waitUntil(lambda: window.canvas.selected == 2, timeout=2_000)
+    assert [r.row() for r in window.line_table.selectionModel().selectedRows()] == [2]
 
 
 def test_geometry_helpers() -> None:
@@ -248,6 +281,33 @@ def test_cancel_mid_run(qtbot: object, window: MainWindow, page_path: str) -> No
     assert len(window.session.snapshots) == n  # nothing arrives after the stop
 
 
+def test_engine_failure_is_a_message_and_keeps_edits(qtbot: object, window: MainWindow, page_path: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    open_and_prepare(qtbot, window, page_path)
+    window.editor.delete(0)
+    edited = window.edits.segments.copy()
+    import tlgui.worker
+
+    real_run_em = tlgui.worker.pipeline.run_em
+
+    def failing_run_em(*args: object, **kwargs: object) -> object:
+        for i, snap in enumerate(real_run_em(*args, **kwargs)):
+            if i == 2:
+                raise FloatingPointError("simulated engine failure")
+            yield snap
+
+    monkeypatch.setattr(tlgui.worker.pipeline, "run_em", failing_run_em)
+    window.run()
+    qtbot.waitUntil(lambda: not window.is_busy() and bool(window.banner.text()), timeout=30_000)
+    assert "simulated engine failure" in window.banner.text()
+    assert window.status_stage.text() == "failed"
+    np.testing.assert_allclose(window.edits.segments, edited)
+    assert EditModel.parse(window.edits.autosave_path().read_text())[1].shape == edited.shape
+    monkeypatch.setattr(tlgui.worker.pipeline, "run_em", real_run_em)
+    run_to_end(qtbot, window)  # the window recovers
+    assert len(window.session.snapshots[0].lines) == len(edited)
+
+
 def test_corrupt_file_shows_message(qtbot: object, window: MainWindow, tmp_path: Path, page_path: str) -> None:
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 50)
@@ -294,6 +354,14 @@ def test_layers_toggle_without_recreating(qtbot: object, window: MainWindow, pag
     assert len(canvas.samples_item.data) == len(window.session.prep.samples)
     for mode in ("selected", "entropy", "argmax"):
         canvas.set_posterior_mode(mode)
+    # Layer switches are remembered for the next session.
+    window.layer_panel.checks["graph"].setChecked(False)
+    again = MainWindow()
+    qtbot.addWidget(again)
+    assert not again.layer_panel.checks["graph"].isChecked()
+    assert again.layer_panel.sliders["graph"].value() == 40
+    assert not again.canvas.layers["graph"].visible
+    again.shutdown()
 
 
 def test_screenshot_command(qtbot: object, tmp_path: Path, page_path: str) -> None:

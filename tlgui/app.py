@@ -10,11 +10,13 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tlgui", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="tlgui", description="Watch and steer the text-line segmentation of a handwritten page.")
     parser.add_argument("page", nargs="?", help="page image to open")
     parser.add_argument("--screenshot", metavar="OUT.png",
                         help="render the window offscreen to this PNG and exit")
@@ -27,15 +29,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def wait_until(app: object, condition: object, timeout: float) -> bool:
-    """Process events until ``condition()`` holds or ``timeout`` seconds pass."""
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    """Run a real event loop (as ``app.exec`` would) until ``condition()`` or ``timeout`` s."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
     deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        app.processEvents()
-        time.sleep(0.01)
-    return True
+    check = QTimer()
+    check.setInterval(20)
+    check.timeout.connect(lambda: (condition() or time.monotonic() > deadline) and loop.quit())
+    check.start()
+    if not condition():
+        loop.exec()
+    check.stop()
+    return bool(condition())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,19 +78,16 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
     """Open, optionally run, then save the window as a PNG; 1 when something went wrong."""
     ok = True
     if args.page:
-        ok = wait_until(app, lambda: not window.is_busy() and window.session.prep is not None
+        ok = wait_until(lambda: not window.is_busy() and window.session.prep is not None
                         or bool(window.banner.text()), args.timeout)
         if ok and args.run and window.session.prep is not None:
             window.run()
-            ok = wait_until(app, lambda: not window.is_busy(), args.timeout)
+            ok = wait_until(lambda: not window.is_busy(), args.timeout)
         if ok and args.gt:
             window.load_ground_truth(args.gt)
-            ok = wait_until(app, lambda: not window.is_busy(), args.timeout)
-    # Let the 30 Hz draw timer paint the last state.
-    end = time.monotonic() + 0.3
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
+            ok = wait_until(lambda: not window.is_busy(), args.timeout)
+    wait_until(window.settled, 10.0)  # the draw timer paints the last state
+    app.processEvents()
     image = window.grab().toImage()
     out = Path(args.screenshot)
     saved = image.save(str(out))

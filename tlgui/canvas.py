@@ -56,14 +56,32 @@ def line_colour(i: int) -> QColor:
     return QColor(int(r), int(g), int(b))
 
 
+def image_pyramid(image: np.ndarray, min_side: int = 256) -> list[np.ndarray]:
+    """``[image, image/2, image/4, ...]`` (area filter) down to ``min_side``; thread-safe, so
+    workers build it and the GUI thread only picks a level."""
+    levels = [image]
+    while min(levels[-1].shape[:2]) >= 2 * min_side:
+        h, w = levels[-1].shape[:2]
+        levels.append(cv2.resize(levels[-1], (w // 2, h // 2), interpolation=cv2.INTER_AREA))
+    return levels
+
+
 class FastImageItem(pg.ImageItem):
-    """ImageItem whose auto-downsampling uses OpenCV's area filter.
+    """ImageItem whose auto-downsampling uses OpenCV's area filter and an image pyramid.
 
     pyqtgraph downsamples by a float64 mean (about 150 ms on a 20 Mpx page, in the GUI
-    thread); ``cv2.resize(INTER_AREA)`` does the same in a few ms, keeps uint8 and releases
-    the GIL.  Only the image kinds the canvas uses are handled here (uint8 grey with or
-    without a lookup table, uint8 RGBA); anything else falls back to pyqtgraph.
+    thread); here the closest pyramid level (built off the GUI thread, see
+    :meth:`set_pyramid`) is resized with ``cv2.resize(INTER_AREA)``, a few ms.  Only the image
+    kinds the canvas uses are handled (uint8 grey with or without a lookup table, uint8
+    RGBA); anything else falls back to pyqtgraph.
     """
+
+    _pyramid: list[np.ndarray] | None = None
+
+    def set_pyramid(self, pyramid: list[np.ndarray], **kwargs: object) -> None:
+        """Show ``pyramid[0]``, downsampling from the coarsest level that is fine enough."""
+        self.setImage(pyramid[0], autoLevels=False, **kwargs)
+        self._pyramid = pyramid
 
     def render(self) -> None:
         image = self.image
@@ -74,7 +92,10 @@ class FastImageItem(pg.ImageItem):
             return None
         if xds > 1 or yds > 1:
             h, w = image.shape[:2]
-            image = cv2.resize(image, (max(1, w // xds), max(1, h // yds)), interpolation=cv2.INTER_AREA)
+            pyramid = self._pyramid if self._pyramid and self._pyramid[0] is image else [image]
+            level = min(int(np.log2(min(xds, yds))), len(pyramid) - 1)
+            image = cv2.resize(pyramid[level], (max(1, w // xds), max(1, h // yds)),
+                               interpolation=cv2.INTER_AREA)
             self._lastDownsample = (xds, yds)
         lut = self.lut if not callable(self.lut) else None
         qimage = functions_qimage.try_make_qimage(image, levels=self.levels, lut=lut)
@@ -356,7 +377,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.samples_item = PaletteScatter(np.array([[0, 160, 255, 255]]), size=3, pen=None)
         self._add("samples", self.samples_item, 5)
         self._cache_items.append(self.samples_item)
-        self.posterior_item = PaletteScatter(POSTERIOR_PALETTE, size=4, pen=None)
+        self.posterior_item = PaletteScatter(POSTERIOR_PALETTE, size=3, pen=None)
         self._add("posterior", self.posterior_item, 6)
         self.initial_item = pg.PlotCurveItem(pen=pg.mkPen("#00e5ff", width=2, style=Qt.PenStyle.DashLine))
         self._add("initial", self.initial_item, 7)
@@ -406,15 +427,18 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             layer.stale = True
 
     # --- data in -----------------------------------------------------------------------------
-    def set_page(self, gray: np.ndarray | None) -> None:
-        """Show a new page and forget everything drawn over the previous one."""
+    def set_page(self, gray: np.ndarray | list[np.ndarray] | None) -> None:
+        """Show a new page (an image or its :func:`image_pyramid`) and forget everything
+        drawn over the previous one."""
+        levels = gray if isinstance(gray, list) else None
+        gray = levels[0] if levels else gray
         self.prep = None
         self.snapshot = None
         self.selected = -1
         if gray is None:
             self.page_item.clear()
         else:
-            self.page_item.setImage(gray, levels=(0, 255), autoLevels=False)
+            self.page_item.set_pyramid(levels or [gray], levels=(0, 255))
             h, w = gray.shape[:2]
             self.view.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
         for item in (self.labels_item, self.mismatch_item, self.ink_item):
@@ -439,8 +463,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if self.page_item.image is None or self.page_item.image.shape != prep.gray.shape:
             self.set_page(prep.gray)
             self.prep = prep
-        # Edges of the Delaunay graph that the MRF dropped (between regions) never change.
-        self._different_mask = None
+        self._different_mask = None  # the graph layer redraws its static edges from geometry
         self._static_edges = None
         segs = geometry.region_segments
         self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
@@ -466,17 +489,18 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self._update(name)
         self.redraw_ms.append((time.perf_counter() - t0) * 1e3)
 
-    def set_labels(self, rgba: np.ndarray | None) -> None:
+    def set_labels(self, rgba: np.ndarray | list[np.ndarray] | None) -> None:
+        """The final labels' colour overlay: an RGBA image or its :func:`image_pyramid`."""
         if rgba is None:
             self.labels_item.clear()
         else:
-            self.labels_item.setImage(rgba, levels=None, autoLevels=False)
+            self.labels_item.set_pyramid(rgba if isinstance(rgba, list) else [rgba], levels=None)
 
-    def set_mismatch(self, rgba: np.ndarray | None) -> None:
+    def set_mismatch(self, rgba: np.ndarray | list[np.ndarray] | None) -> None:
         if rgba is None:
             self.mismatch_item.clear()
         else:
-            self.mismatch_item.setImage(rgba, levels=None, autoLevels=False)
+            self.mismatch_item.set_pyramid(rgba if isinstance(rgba, list) else [rgba], levels=None)
 
     def set_posterior_mode(self, mode: str) -> None:
         if mode not in POSTERIOR_MODES:
@@ -496,7 +520,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.ink_item.clear()
             return
         # uint8 0/255 with an alpha ramp lookup table: downsampled strokes stay visible.
-        self.ink_item.setImage(self.prep.ink.view(np.uint8) * np.uint8(255), levels=None, autoLevels=False)
+        self.ink_item.set_pyramid(image_pyramid(self.prep.ink.view(np.uint8) * np.uint8(255)), levels=None)
 
     def _draw_samples(self) -> None:
         if self.prep is None:

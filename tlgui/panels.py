@@ -32,7 +32,7 @@ from engine.model import LineSet
 from engine.params import PREPARATION_FIELDS, ParameterError, Parameters
 
 from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, LINE_COLOURS, POSTERIOR_MODES, line_colour
-from .session import Session, lines_table
+from .session import lines_table
 
 # --------------------------------------------------------------------------------------------- layers
 
@@ -363,23 +363,36 @@ class PlotsPanel(QWidget):
         for plot in self.plots.values():
             plot.disableAutoRange()
         self.ranges: dict[str, tuple[float, float, float, float]] = {}
+        self.reset_ranges()
 
-    def set_series(self, series: dict[str, np.ndarray]) -> None:
+    #: What each plot shows: series name and, for theta, its column.
+    SOURCES: dict[str, list[tuple[str, int | None]]] = {
+        "kl": [("kl", None)], "lines": [("lines", None)],
+        "theta": [("theta", 0), ("theta", 1), ("theta", 2)], "loglik": [("loglik", None)],
+    }
+
+    def set_series(self, series: dict[str, np.ndarray], marker: float | None = None) -> None:
+        """Every plot at once (see :meth:`update_plot` for one at a time)."""
+        for key in self.plots:
+            self.update_plot(key, series, marker)
+
+    def update_plot(self, key: str, series: dict[str, np.ndarray], marker: float | None) -> None:
+        """New data and marker for one plot.  The window updates the plots on successive
+        timer ticks, so that one repaint never has to redraw all four while the engine runs."""
         x = series["x"]
-        data: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-
-        def finite(key: str, curve: pg.PlotDataItem, y: np.ndarray) -> None:
+        xs, ys = [], []
+        for curve, (name, col) in zip(self.curves[key], self.SOURCES[key], strict=True):
+            y = series[name] if col is None else series[name][:, col]
+            if key == "kl":
+                y = np.maximum(y, 1e-12)  # log axis: no zeros
             ok = np.isfinite(y)  # the first snapshot has no KL change (NaN)
             curve.setData(x[ok], y[ok])
-            data.setdefault(key, []).append((x[ok], y[ok]))
-
-        finite("kl", self.curves["kl"][0], np.maximum(series["kl"], 1e-12))  # log axis: no zeros
-        finite("lines", self.curves["lines"][0], series["lines"])
-        for i in range(3):
-            finite("theta", self.curves["theta"][i], series["theta"][:, i])
-        finite("loglik", self.curves["loglik"][0], series["loglik"])
-        for key, parts in data.items():
-            self._fit_range(key, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+            xs.append(x[ok])
+            ys.append(y[ok])
+        self._fit_range(key, np.concatenate(xs), np.concatenate(ys))
+        self.markers[key].setVisible(marker is not None)
+        if marker is not None:
+            self.markers[key].setValue(marker)
 
     def _fit_range(self, key: str, x: np.ndarray, y: np.ndarray) -> None:
         """Widen the view only when the data leaves it, in generous steps.
@@ -406,13 +419,10 @@ class PlotsPanel(QWidget):
         self.plots[key].setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0)
 
     def reset_ranges(self) -> None:
+        """Empty plots with a sensible frame (a log axis on pyqtgraph's default is unreadable)."""
         self.ranges.clear()
-
-    def set_marker(self, x: float | None) -> None:
-        for marker in self.markers.values():
-            marker.setVisible(x is not None)
-            if x is not None:
-                marker.setValue(x)
+        for key, plot in self.plots.items():
+            plot.setRange(xRange=(0, 10), yRange=(-6, 0) if key == "kl" else (0, 1), padding=0)
 
     def close_plots(self) -> None:
         for plot in self.plots.values():
@@ -450,11 +460,3 @@ class GroundTruthPanel(QWidget):
 
     def show_text(self, text: str) -> None:
         self.label.setText(text)
-
-
-def session_summary(session: Session) -> str:
-    snap = session.current_snapshot()
-    if snap is None:
-        return ""
-    sweep = f" sweep {snap.sweep}" if snap.sweep is not None else ""
-    return f"iteration {snap.iteration}{sweep} · {len(snap.lines)} lines"

@@ -60,7 +60,7 @@ class Session(Observable):
         self.prep: Preparation | None = None
         self.snapshots: list[Snapshot] = []
         self.segmentation: Segmentation | None = None
-        self.label_rgba: np.ndarray | None = None
+        self.label_overlay: list[np.ndarray] | None = None  # RGBA pyramid of the final labels
         self.metrics: Metrics | None = None
         self.current: int = -1
         self.stage: str = "idle"
@@ -103,9 +103,9 @@ class Session(Observable):
     def at_end(self) -> bool:
         return self.current == len(self.snapshots) - 1
 
-    def set_finished(self, seg: Segmentation, label_rgba: np.ndarray) -> None:
+    def set_finished(self, seg: Segmentation, label_overlay: list[np.ndarray]) -> None:
         self.segmentation = seg
-        self.label_rgba = label_rgba
+        self.label_overlay = label_overlay
         self.metrics = None
         self._notify("finished", seg)
 
@@ -120,7 +120,7 @@ class Session(Observable):
     def _drop_history(self) -> None:
         self.snapshots = []
         self.segmentation = None
-        self.label_rgba = None
+        self.label_overlay = None
         self.metrics = None
         self.current = -1
         self._notify("cleared")

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from engine import export as engine_export
 from engine.io import load_page
 from engine.params import ParameterError, Parameters
 
-from .canvas import PageCanvas
+from .canvas import PageCanvas, image_pyramid
 from .edit import EDIT_MODES, LineEditor
 from .panels import GroundTruthPanel, LayerPanel, LineTable, ParameterPanel, PlotsPanel
 from .session import EditModel, Metrics, Session, snapshot_x
@@ -126,17 +127,17 @@ class MainWindow(QMainWindow):
         self.undo = QUndoStack(self)
         self.page_gray: np.ndarray | None = None
         self.gt_labels: np.ndarray | None = None
+        self.gt_ink: np.ndarray | None = None  # the pixels the ground truth is scored on
         self.gt_path: str | None = None
         self.job: Job | None = None
         self._job_counter = 0
         self._jobs_in_flight = 0  # jobs handed to the worker whose "done" has not come back
         self._em_after_prep: str | None = None  # Run pressed while the page was being prepared
         self._job_started = 0.0
-        self._job_elapsed = 0.0
         self._draw_pending = False
         self._series_pending = False
-        self._plots_pending = False
-        self._slow_pending = False
+        self._slow_stale = False  # table and plots lag behind the displayed snapshot
+        self._slow_queue: list[Callable[[], None]] = []
         self._last_slow_draw = 0.0
         self._selected = -1
         self._pending_load: str | None = None
@@ -149,6 +150,7 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_status()
         self._restore_params()
+        self._restore_layers()
         self._connect_session()
         self._start_threads()
 
@@ -266,6 +268,7 @@ class MainWindow(QMainWindow):
         menu = self.menuBar()
         toolbar = self.addToolBar("Main")
         toolbar.setObjectName("toolbar-main")
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         style = self.style()
 
         file_menu = menu.addMenu("&File")
@@ -323,7 +326,7 @@ class MainWindow(QMainWindow):
         titles = {"off": "View (no editing)", "select": "Select / move", "add": "Add line",
                   "split": "Split line", "merge": "Merge lines", "delete": "Delete line"}
         for i, mode in enumerate(EDIT_MODES):
-            action = QAction(titles[mode], self)
+            action = QAction(self._icon("view" if mode == "off" else mode), titles[mode], self)
             action.setCheckable(True)
             action.setData(mode)
             action.setShortcut(f"Ctrl+{i}")
@@ -428,13 +431,17 @@ class MainWindow(QMainWindow):
         self.banner.hide()
         self._set_stage("loading")
         self._pending_load = path
-        self.submit_task("load", lambda: load_page(path), self._on_page_loaded)
+        def load() -> tuple[Any, list[np.ndarray]]:
+            page = load_page(path)
+            return page, image_pyramid(page.gray)
 
-    def _on_page_loaded(self, page: Any) -> None:
+        self.submit_task("load", load, self._on_page_loaded)
+
+    def _on_page_loaded(self, loaded: tuple[Any, list[np.ndarray]]) -> None:
         with self._timed("page loaded"):
-            self._show_loaded_page(page)
+            self._show_loaded_page(*loaded)
 
-    def _show_loaded_page(self, page: Any) -> None:
+    def _show_loaded_page(self, page: Any, pyramid: list[np.ndarray]) -> None:
         path = os.path.abspath(page.path) if page.path else self._pending_load or ""
         if path != self._pending_load:
             return  # a newer open superseded this one
@@ -444,7 +451,7 @@ class MainWindow(QMainWindow):
         self.gt_path = None
         self.undo.clear()
         self.session.open(path)
-        self.canvas.set_page(page.gray)
+        self.canvas.set_page(pyramid)
         self.canvas.set_labels(None)
         self.canvas.set_mismatch(None)
         self.gt_panel.show_text("no ground truth loaded")
@@ -502,6 +509,10 @@ class MainWindow(QMainWindow):
     def is_busy(self) -> bool:
         """Whether an engine job or a task (load, export, scoring) is under way."""
         return self.job is not None or self._jobs_in_flight > 0 or self._tasks_pending > 0
+
+    def settled(self) -> bool:
+        """Everything drawn: canvas, table and plots show the displayed snapshot."""
+        return not (self._draw_pending or self._series_pending or self._slow_stale or self._slow_queue)
 
     def _start_job(self, em: bool, mode: str) -> None:
         if self.session.path is None:
@@ -563,8 +574,8 @@ class MainWindow(QMainWindow):
             self._start_em(STEP_SWEEP)
 
     def _start_em(self, mode: str) -> None:
-        if self.job is not None and not self.job.em:
-            # The page is being prepared: run as soon as it is (re-preparing would waste it).
+        if self._pending_load is not None or (self.job is not None and not self.job.em):
+            # The page is being loaded or prepared: run as soon as it is prepared.
             self._em_after_prep = mode
             return
         self._start_job(em=True, mode=mode)
@@ -616,6 +627,7 @@ class MainWindow(QMainWindow):
             return
         follow = self.session.current < 0 or self.session.at_end()
         self.session.add_snapshot(snap, follow=follow)
+        self._update_buttons()  # a step may have ended in the worker (it pauses itself)
 
     @Slot(int, object, object)
     def _on_finished(self, job_id: int, seg: Any, rgba: Any) -> None:
@@ -641,7 +653,6 @@ class MainWindow(QMainWindow):
                 self.editor.set_enabled(True)
                 self.idle.emit()
             return
-        self._job_elapsed = time.perf_counter() - self._job_started
         if status == "cancelled":
             self._set_stage("stopped")
         elif status == "failed":
@@ -672,6 +683,9 @@ class MainWindow(QMainWindow):
             if handler is not None:
                 with self._timed(f"task {tag}"):
                     handler(result)
+        except Exception as exc:  # noqa: BLE001 - a bug shown in the window beats a dead window
+            traceback.print_exc()
+            self.banner.show_message(f"Internal error after {tag}: {exc}")
         finally:
             if not self.is_busy():
                 self.idle.emit()
@@ -683,6 +697,7 @@ class MainWindow(QMainWindow):
         what = {"load": "Cannot open the page", "gt": "Cannot use the ground truth"}.get(tag, f"{tag} failed")
         if tag == "load":
             self._pending_load = None
+            self._em_after_prep = None
             self._set_stage("no page" if self.session.path is None else self.status_stage.text())
         self.banner.show_message(f"{what}: {message}")
         if not self.is_busy():
@@ -706,11 +721,12 @@ class MainWindow(QMainWindow):
             self._draw_tick()
 
     def _draw_tick(self) -> None:
-        # The plots (axes with text) and the table are slow to repaint while the engine
-        # holds the GIL most of the time: during a run they follow at PLOT_INTERVAL_S only.
+        """Draw the canvas when the displayed snapshot changed; otherwise do one piece of the
+        slow work (one plot, or the table).  While the engine thread runs, every call from Qt
+        into Python waits for the GIL, so a repaint's cost grows with the number of Python
+        items in it: spreading the widgets over ticks keeps each repaint, and so each gap,
+        small.  During a run the slow widgets follow at most every PLOT_INTERVAL_S."""
         now = time.perf_counter()
-        running = self.job is not None and self.job.em and self.job.control.mode == RUN
-        slow_ok = not running or now - self._last_slow_draw >= PLOT_INTERVAL_S
         if self._series_pending:
             self._series_pending = False
             n = len(self.session.snapshots)
@@ -718,21 +734,31 @@ class MainWindow(QMainWindow):
             self.slider.setRange(0, max(0, n - 1))
             self.slider.setValue(max(0, self.session.current))
             self.slider.blockSignals(False)
-            self._plots_pending = True
         if self._draw_pending:
             self._draw_pending = False
             self.draw_current(slow=False)
-            self._slow_pending = True
-        if slow_ok and (self._plots_pending or self._slow_pending):
-            self._last_slow_draw = now
-            if self._plots_pending:
-                self._plots_pending = False
-                self.plots.set_series(self.session.series())
-            if self._slow_pending:
-                self._slow_pending = False
-                self._draw_slow()
+            self._slow_stale = True
+        elif self._slow_queue:
+            job = self._slow_queue.pop(0)
+            job()
+        elif self._slow_stale:
+            running = self.job is not None and self.job.em and self.job.control.mode == RUN
+            if not running or now - self._last_slow_draw >= PLOT_INTERVAL_S:
+                self._slow_stale = False
+                self._last_slow_draw = now
+                self._queue_slow_work()
         if self.job is not None:
             self.status_elapsed.setText(f"{time.perf_counter() - self._job_started:6.1f} s")
+
+    def _queue_slow_work(self) -> None:
+        series = self.session.series()
+        snap = self.session.current_snapshot()
+        marker = snapshot_x(snap) if snap is not None else None
+
+        def plot(key: str) -> Callable[[], None]:
+            return lambda: self.plots.update_plot(key, series, marker)
+
+        self._slow_queue = [self._draw_table] + [plot(key) for key in self.plots.plots]
 
     def draw_current(self, slow: bool = True) -> None:
         """Draw the session's displayed snapshot: canvas and labels now; the table and the
@@ -758,9 +784,16 @@ class MainWindow(QMainWindow):
         self.status_lines.setText(f"{len(snap.lines)} lines")
 
     def _draw_slow(self) -> None:
+        """Table and plots at once (when the user scrubs or steps, not during a run)."""
+        self._slow_stale = False
+        self._slow_queue = []
+        self._draw_table()
+        snap = self.session.current_snapshot()
+        self.plots.set_series(self.session.series(), snapshot_x(snap) if snap is not None else None)
+
+    def _draw_table(self) -> None:
         snap = self.session.current_snapshot()
         self.line_table.set_lines(snap.lines if snap is not None else None, self._selected)
-        self.plots.set_marker(snapshot_x(snap) if snap is not None else None)
 
     def _on_slider(self, value: int) -> None:
         self.session.set_current(value)
@@ -794,22 +827,44 @@ class MainWindow(QMainWindow):
         self._selected = index
         self.canvas.set_selected(index)
 
-    def _on_edit_selection(self, _index: int) -> None:
-        pass
+    def _on_edit_selection(self, index: int) -> None:
+        if 0 <= index < len(self.edits.segments):
+            (x0, y0), (x1, y1) = self.edits.segments[index]
+            angle = np.degrees(np.arctan2(y1 - y0, x1 - x0))
+            self.statusBar().showMessage(
+                f"initial line {index}: ({x0:.0f}, {y0:.0f}) – ({x1:.0f}, {y1:.0f}), "
+                f"length {np.hypot(x1 - x0, y1 - y0):.0f} px, angle {angle:+.1f}°", 8000)
 
     def _on_editor_message(self, text: str) -> None:
         if text:
             self.statusBar().showMessage(text, 6000)
 
+    def _restore_layers(self) -> None:
+        """Layer switches and opacities as the user left them (QSettings)."""
+        panel = self.layer_panel
+        for name, check in panel.checks.items():
+            visible = self.settings.value(f"layers/{name}/visible")
+            if visible is not None:
+                check.setChecked(str(visible).lower() in ("true", "1"))
+            opacity = self.settings.value(f"layers/{name}/opacity")
+            if opacity is not None:
+                panel.sliders[name].setValue(int(opacity))
+        mode = self.settings.value("layers/posterior_mode")
+        if mode is not None and 0 <= int(mode) < panel.mode.count():
+            panel.mode.setCurrentIndex(int(mode))
+
     def _on_layer_visible(self, name: str, visible: bool) -> None:
+        self.settings.setValue(f"layers/{name}/visible", visible)
         self.canvas.set_layer_visible(name, visible)
         if name == "initial":
             self.editor._sync_rois()
 
     def _on_layer_opacity(self, name: str, opacity: float) -> None:
+        self.settings.setValue(f"layers/{name}/opacity", int(round(opacity * 100)))
         self.canvas.set_layer_opacity(name, opacity)
 
     def _on_posterior_mode(self, mode: str) -> None:
+        self.settings.setValue("layers/posterior_mode", self.layer_panel.mode.currentIndex())
         self.canvas.set_posterior_mode(mode)
 
     # ================================================================ editing
@@ -885,34 +940,46 @@ class MainWindow(QMainWindow):
             self.load_ground_truth(path)
 
     def load_ground_truth(self, path: str) -> None:
-        prep = self.session.prep
-        if prep is None:
+        """Read a ground truth (label image, .dat, PAGE or ALTO XML) off the GUI thread and
+        score the final labels against it, the way ``engine.evaluate`` scores result files
+        (same ink, same scored pixels), so the window's FM is the batch FM."""
+        prep, page_path = self.session.prep, self.session.path
+        if prep is None or page_path is None:
             self.banner.show_message("Open and prepare a page before loading its ground truth.", "warning")
             return
-        from engine.groundtruth import read_label_map
+        from engine import groundtruth
+        from engine.evaluate import page_ink
 
-        shape, ink = prep.shape, prep.ink
+        shape = prep.shape
 
-        def on_gt(labels: np.ndarray) -> None:
-            self.gt_labels = labels
+        def read() -> tuple[np.ndarray, np.ndarray]:
+            # As engine.evaluate._score_pair: polygons are rasterised on the page's Otsu ink
+            # and only ink inside them is scored; label maps are scored on ink | labelled.
+            ink = page_ink(page_path)
+            polygons = Path(path).suffix.lower() in groundtruth.XML_SUFFIXES
+            labels = groundtruth.read_label_map(path, shape, ink if polygons else None)
+            return labels, (labels > 0) if polygons else (ink | (labels > 0))
+
+        def on_gt(out: tuple[np.ndarray, np.ndarray]) -> None:
+            self.gt_labels, self.gt_ink = out
             self.gt_path = path
             if self.session.segmentation is not None:
                 self._score_ground_truth()
             else:
-                self.gt_panel.show_text(f"<b>{Path(path).name}</b>: {int(labels.max())} lines; "
+                self.gt_panel.show_text(f"<b>{Path(path).name}</b>: {int(self.gt_labels.max())} lines; "
                                         "scored when the run finishes")
 
-        self.submit_task("gt", lambda: read_label_map(path, shape, ink), on_gt)
+        self.submit_task("gt", read, on_gt)
 
     def _score_ground_truth(self) -> None:
-        seg, prep, gt, gt_path = self.session.segmentation, self.session.prep, self.gt_labels, self.gt_path
-        if seg is None or prep is None or gt is None:
+        seg, gt, ink, gt_path = self.session.segmentation, self.gt_labels, self.gt_ink, self.gt_path
+        if seg is None or gt is None:
             return
 
-        def score() -> tuple[Any, np.ndarray, np.ndarray]:
+        def score() -> tuple[Any, np.ndarray, list[np.ndarray]]:
             from engine.metric import contest_metric
 
-            result = contest_metric(gt, seg.labels, ink=prep.ink)
+            result = contest_metric(gt, seg.labels, ink=ink)
             m = len(seg.lines)
             matched = np.zeros(m + 1, dtype=bool)
             ids = result.per_gt_match[result.per_gt_match > 0]
@@ -921,7 +988,7 @@ class MainWindow(QMainWindow):
             mask = np.isin(seg.labels, bad)
             rgba = np.zeros(mask.shape + (4,), dtype=np.uint8)
             rgba[mask] = (255, 0, 60, 255)
-            return result, matched[1:], rgba
+            return result, matched[1:], image_pyramid(rgba)
 
         def on_score(out: tuple[Any, np.ndarray, np.ndarray]) -> None:
             result, matched, rgba = out

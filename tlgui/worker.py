@@ -23,7 +23,7 @@ from engine import pipeline
 from engine.model import LineSet, Preparation, Snapshot
 from engine.params import Parameters
 
-from .canvas import prep_geometry
+from .canvas import image_pyramid, prep_geometry
 
 RUN, PAUSE, STEP_EM, STEP_SWEEP = "run", "pause", "step_em", "step_sweep"
 
@@ -102,12 +102,13 @@ def copy_snapshot(snap: Snapshot) -> Snapshot:
                                entropy=np.array(snap.entropy, copy=True))
 
 
-def label_overlay(labels: np.ndarray) -> np.ndarray:
-    """RGBA overlay of a label map (transparent background), built here, off the GUI thread."""
+def label_overlay(labels: np.ndarray) -> list[np.ndarray]:
+    """RGBA overlay of a label map (transparent background) as an image pyramid, built here,
+    off the GUI thread."""
     from engine.export import colour_labels
     rgb = colour_labels(labels)
     alpha = np.where(labels > 0, 255, 0).astype(np.uint8)
-    return np.ascontiguousarray(np.dstack([rgb, alpha]))
+    return image_pyramid(np.ascontiguousarray(np.dstack([rgb, alpha])))
 
 
 class EngineWorker(QObject):
@@ -116,7 +117,7 @@ class EngineWorker(QObject):
     stage = Signal(int, str)
     prepared = Signal(int, object, object)  # Preparation, PrepGeometry
     snapshot = Signal(int, object)        # Snapshot (copied)
-    finished = Signal(int, object, object)  # Segmentation, RGBA label overlay
+    finished = Signal(int, object, object)  # Segmentation, RGBA label overlay pyramid
     failed = Signal(int, str)
     done = Signal(int, str)               # "finished" | "cancelled" | "failed"
 
