@@ -58,9 +58,21 @@ def parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def load_params_file(path: str) -> Parameters:
+    """``--params FILE``: every error names the file (and the parameter, when one is bad)."""
+    try:
+        return Parameters.load(path)
+    except UnicodeDecodeError:
+        raise ParameterError(f"parameters file {path} is not UTF-8 JSON text") from None
+    except ParameterError as exc:
+        if str(path) in str(exc):
+            raise
+        raise ParameterError(f"in parameters file {path}: {exc}") from None
+
+
 def build_params(args: argparse.Namespace) -> Parameters:
     """Parameters from ``--params FILE``, then the named options, then ``--set``."""
-    params = Parameters.load(args.params) if getattr(args, "params", None) else Parameters()
+    params = load_params_file(args.params) if getattr(args, "params", None) else Parameters()
     changes: dict[str, Any] = {}
     for option, name in (("seed", "seed"), ("ratio", "sample_ratio"), ("update_rule", "update_rule"),
                          ("regression", "regression")):

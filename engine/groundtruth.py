@@ -8,14 +8,17 @@ Formats, detected from the extension and the content:
   ``Coords/Point`` children;
 * ALTO v2-v4: ``TextLine/Shape/Polygon@POINTS``, else the ``HPOS/VPOS/WIDTH/HEIGHT`` box.
 
-Polygons are rasterised; where they overlap the smaller one wins, and with ``ink`` only ink
-pixels keep a label. Line ids are renumbered 1..n in document (or label value) order.
+Polygons are rasterised (clipped at the page edge; a line lying wholly outside the page is
+dropped with a warning naming the file); where they overlap the smaller one wins, and with
+``ink`` only ink pixels keep a label. Line ids are renumbered 1..n in document (or label value)
+order.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 import cv2
@@ -158,9 +161,9 @@ def _read_xml(path: Path, shape: tuple[int, int] | None) -> np.ndarray:
     qname = etree.QName(root)
     ns, local = qname.namespace or "", qname.localname
     if local == "PcGts" and _PAGE_NS.match(ns):
-        polygons, size = _page_polygons(path, root, ns)
+        polygons, ids, size = _page_polygons(path, root, ns)
     elif local.lower() == "alto" and _ALTO_NS.match(ns):
-        polygons, size, scale = _alto_polygons(path, root, ns, shape)
+        polygons, ids, size, scale = _alto_polygons(path, root, ns, shape)
         if scale is not None:
             polygons = [poly * scale for poly in polygons]
     else:
@@ -172,7 +175,19 @@ def _read_xml(path: Path, shape: tuple[int, int] | None) -> np.ndarray:
     shape = shape or size
     if shape is None:
         raise _fail(path, "the XML gives no page size: pass the page shape (H, W)")
+    outside = [line_id for line_id, pts in zip(ids, polygons, strict=True) if not _meets_page(pts, shape)]
+    if outside:
+        shown = ", ".join(repr(i) for i in outside[:5]) + (" ..." if len(outside) > 5 else "")
+        warnings.warn(f"{path}: {len(outside)} line(s) lie wholly outside the {shape[1]} x {shape[0]} "
+                      f"page and are ignored: {shown}", stacklevel=3)
     return rasterise(polygons, shape)
+
+
+def _meets_page(pts: np.ndarray, shape: tuple[int, int]) -> bool:
+    """Whether a polygon's bounding box (rounded to pixels) overlaps the page."""
+    xy = np.rint(np.asarray(pts, dtype=np.float64))
+    return bool(xy[:, 0].max() >= 0 and xy[:, 1].max() >= 0
+                and xy[:, 0].min() <= shape[1] - 1 and xy[:, 1].min() <= shape[0] - 1)
 
 
 def _attr_size(path: Path, el: etree._Element, wname: str, hname: str) -> tuple[int, int] | None:
@@ -203,7 +218,7 @@ def _page_polygons(path: Path, root: etree._Element, ns: str):
     if page is None:
         raise _fail(path, "PAGE XML without a <Page> element")
     size = _attr_size(path, page, "imageWidth", "imageHeight")
-    polygons = []
+    polygons, ids = [], []
     for tl in page.iter(f"{q}TextLine"):
         coords = tl.find(f"{q}Coords")
         if coords is None:
@@ -219,7 +234,8 @@ def _page_polygons(path: Path, root: etree._Element, ns: str):
                 raise _fail(path, f"line {line_id!r}: Point without numeric x/y") from None
         if len(pts):
             polygons.append(pts)
-    return polygons, size
+            ids.append(line_id)
+    return polygons, ids, size
 
 
 def _alto_polygons(path: Path, root: etree._Element, ns: str, shape: tuple[int, int] | None):
@@ -236,7 +252,7 @@ def _alto_polygons(path: Path, root: etree._Element, ns: str, shape: tuple[int, 
                               "shape to convert to pixels")
         scale = np.array([shape[1] / size[1], shape[0] / size[0]])
         size = None  # not pixels, so not comparable with the page shape
-    polygons = []
+    polygons, ids = [], []
     for tl in root.iter(f"{q}TextLine"):
         line_id = tl.get("ID", "?")
         poly = tl.find(f"{q}Shape/{q}Polygon")
@@ -251,26 +267,32 @@ def _alto_polygons(path: Path, root: etree._Element, ns: str, shape: tuple[int, 
             pts = np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]])
         if len(pts):
             polygons.append(pts)
-    return polygons, size, scale
+            ids.append(line_id)
+    return polygons, ids, size, scale
 
 
 def rasterise(polygons: list[np.ndarray], shape: tuple[int, int]) -> np.ndarray:
     """Polygons (each float ``(n, 2)`` [x, y], page pixels) -> int32 ``(H, W)`` label map with
-    polygon i labelled i+1. Points are clipped to the page; where polygons overlap the one
-    covering fewer pixels wins (a small interlinear line inside a big one keeps its pixels)."""
+    polygon i labelled i+1. Polygons are cut at the page edge (the part inside keeps its
+    shape; a polygon wholly outside labels nothing); where polygons overlap the one covering
+    fewer pixels wins (a small interlinear line inside a big one keeps its pixels)."""
     h, w = shape
     labels = np.zeros((h, w), np.int32)
     pieces = []
+    # Far-away points are pulled in to keep OpenCV's fixed-point arithmetic in range; only
+    # coordinates millions of pixels off the page can change what falls inside.
+    far = float(1 << 22)
     for i, pts in enumerate(polygons):
         xy = np.rint(np.asarray(pts, dtype=np.float64))
-        xy[:, 0] = np.clip(xy[:, 0], 0, w - 1)
-        xy[:, 1] = np.clip(xy[:, 1], 0, h - 1)
-        xy = xy.astype(np.int32)
-        x0, y0 = xy.min(axis=0)
-        x1, y1 = xy.max(axis=0)
-        # Rasterise in the polygon's own box: a full-page mask per line would cost H*W each.
+        xy = np.clip(xy, -far, far).astype(np.int64)
+        x0, y0 = np.maximum(xy.min(axis=0), 0)
+        x1, y1 = np.minimum(xy.max(axis=0), [w - 1, h - 1])
+        if x1 < x0 or y1 < y0:
+            continue  # wholly outside the page
+        # Rasterise in the polygon's box on the page: a full-page mask per line would cost
+        # H*W each. fillPoly clips the polygon to the mask, so the inside keeps its shape.
         mask = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
-        cv2.fillPoly(mask, [(xy - [x0, y0]).reshape(-1, 1, 2)], 1)
+        cv2.fillPoly(mask, [(xy - [x0, y0]).astype(np.int32).reshape(-1, 1, 2)], 1)
         pieces.append((int(mask.sum()), i, x0, y0, mask.astype(bool)))
     # Largest first, so that smaller polygons are painted over them.
     for _, i, x0, y0, mask in sorted(pieces, key=lambda t: (-t[0], t[1])):

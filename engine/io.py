@@ -7,6 +7,7 @@ command line and the GUI can show it as is.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -15,7 +16,10 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .model import Page
 
-#: Pages larger than this many pixels are refused (a 600 dpi A3 scan is ~70 megapixels).
+#: Pages larger than this many pixels are refused (a 600 dpi A3 scan is ~70 megapixels), from
+#: the file's header, before anything is decoded.  Pillow itself refuses images over twice its
+#: ``Image.MAX_IMAGE_PIXELS`` (~179 megapixels by default) as decompression bombs, also from
+#: the header; both refusals say how large the image is.
 MAX_PIXELS = 200_000_000
 
 _COLOUR_MODES = ("RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "P", "PA", "LA", "La")
@@ -78,8 +82,8 @@ def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
             im = Image.open(fh)
         except UnidentifiedImageError:
             raise _fail(path, "not an image file") from None
-        except Image.DecompressionBombError:
-            raise _fail(path, "image is too large (Pillow refuses it as a decompression bomb)") from None
+        except Image.DecompressionBombError as exc:
+            raise _fail(path, _bomb_reason(exc)) from None
         except Exception as exc:  # Pillow's plugins raise many types on a damaged header.
             raise _fail(path, f"truncated or corrupt ({exc})") from None
         n_frames = int(getattr(im, "n_frames", 1))
@@ -108,6 +112,16 @@ def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
             pass
         gray, bilevel = _to_gray(im)
     return Page(gray=gray, bilevel=bilevel, path=os.fspath(path))
+
+
+def _bomb_reason(exc: Exception) -> str:
+    """Pillow's decompression-bomb refusal as 'image is too large (N megapixels; the limit is M)'."""
+    sizes = re.findall(r"\((\d+) pixels\)|(\d+) pixels", str(exc))
+    numbers = [int(a or b) for a, b in sizes]
+    if len(numbers) >= 2:
+        return (f"image is too large ({numbers[0] / 1e6:.0f} megapixels; Pillow's limit is "
+                f"{numbers[1] / 1e6:.0f})")
+    return f"image is too large (Pillow refuses it as a decompression bomb: {exc})"
 
 
 def _to_gray(im: Image.Image) -> tuple[np.ndarray, bool]:

@@ -53,6 +53,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "candidate_nats": (1.0, 1e4, True, True),
     "merge_gap": (0.0, 100.0, True, True),
     "merge_offset": (0.0, 10.0, True, True),
+    "merge_offset_pitch": (0.0, 0.9, True, True),
     "snapshot_top_k": (1, 64, True, True),
     "label_window": (0, 10_000, True, True),
     "blob_threshold": (0.05, 2.0, True, True),
@@ -149,8 +150,10 @@ class Parameters:
     epsilon: float = 1e-3
     #: Merge collinear fragments whose ends are at most merge_gap x W_cc apart ...
     merge_gap: float = 4.0
-    #: ... and whose offset across the text is at most merge_offset x H_cc.
+    #: ... and whose offset across the text is at most merge_offset x H_cc, or at most
+    #: merge_offset_pitch x the region's median interline space (wavy lines, Arabic).
     merge_offset: float = 0.6
+    merge_offset_pitch: float = 0.4
     merge_fragments: bool = True
     # --- snapshots ----------------------------------------------------------------------
     #: A snapshot keeps each sample's posterior over its top-k lines.

@@ -18,6 +18,7 @@ from .initial_lines import order_lines
 from .model import LineSet, Preparation, Segmentation, Snapshot, to_region_frame
 from .params import Parameters
 from .regression import fit_lines
+from .unary import interline_space
 
 
 def surviving_lines(snapshot: Snapshot, epsilon: float) -> np.ndarray:
@@ -66,7 +67,11 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     vj = lines.a[None, :] * junction + lines.b[None, :]
     del v
     offset = np.abs(vi - vj)
-    ok = (gap <= params.merge_gap * w_cc) & (offset <= params.merge_offset * h_cc)
+    # The pitch: median interline space of the lines that have a neighbour above and below.
+    space = interline_space(lines, default=np.nan, min_gap=0.5 * h_cc)
+    pitch = float(np.nanmedian(space)) if np.isfinite(space).any() else 0.0
+    limit = max(params.merge_offset * h_cc, params.merge_offset_pitch * pitch)
+    ok = (gap <= params.merge_gap * w_cc) & (offset <= limit)
     ok &= np.isfinite(gap) & ~np.eye(n, dtype=bool)
     i, j = np.nonzero(np.triu(ok))
     # Closest pairs first; a union-find over the few candidate pairs.
