@@ -156,11 +156,11 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     for i in np.flatnonzero(keep):  # blobs: a few dozen per region
         x, y, w, h = cc_stats[i, :4]
         inside = labels[y:y + h, x:x + w] == i
-        # Valleys are looked for in any blob taller than one text height (two crowded lines
-        # can together stay under t_o when H_cc includes ascenders); the paper's equal split
-        # applies only beyond t_o.
+        # Only blobs taller than t_o are cut (paper): looking for valleys in every blob taller
+        # than H_cc cut Arabic lines (tall alifs, dense diacritics) in two (ahte book1: 86
+        # initial lines for 27).
         cuts = np.zeros(0)
-        if h > stats.h_cc * scale:
+        if h > t_o:
             cuts = profile_valleys((filtered[y:y + h, x:x + w] * inside).sum(axis=1), 0.5 * stats.h_cc * scale)
         if len(cuts) == 0 and h > t_o:
             n_parts = int(np.ceil(h / max(t_o, 1e-9)))

@@ -78,6 +78,10 @@ def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
     with fh, warnings.catch_warnings():
         # Our own MAX_PIXELS check replaces Pillow's warning threshold (89 Mpx).
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        # Pillow's own complaints about a damaged file ("Corrupt EXIF data" ...) would reach
+        # the terminal as two-line Python warnings: the file either loads, or fails below
+        # with one line naming it.
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"PIL\.")
         try:
             im = Image.open(fh)
         except UnidentifiedImageError:
