@@ -40,11 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: make the engine importable without installing
     sys.path.insert(0, str(REPO))
 
+from engine.io import IMAGE_SUFFIXES  # noqa: E402
 from engine.metric import ContestScore, LineScore, combine, combine_lines  # noqa: E402
 from engine.params import ParameterError, Parameters  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 T_A = 0.95
 LINE_THRESHOLD = 0.75
 CSV_FIELDS = ("set", "page", "status", "seconds", "cpu_s", "peak_mb", "N", "M", "o2o", "DR", "RA", "FM",

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .io import IMAGE_SUFFIXES
 from .params import Parameters
 
 #: Image suffixes picked up from folders and glob patterns (compared case-insensitively).
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 #: The files written per page, after the stem.
 OUTPUT_SUFFIXES = (".dat", ".labels.png", ".overlay.png", ".page.xml", ".json")
 #: Default report name inside the output folder.

@@ -24,13 +24,12 @@ from skimage.filters import threshold_otsu
 
 from . import groundtruth as _gt
 from .export import atomic_write_bytes
-from .io import load_page
+from .io import IMAGE_SUFFIXES, load_page
 from .metric import ContestScore, LineScore, combine, combine_lines, contest_metric, line_metric
 
 #: Suffixes stripped (repeatedly, case-insensitively) from a file name to get its page stem.
 KNOWN_SUFFIXES = (".xml", ".dat", ".png", ".tif", ".tiff", ".bmp", ".page", ".labels", ".alto",
                   ".gt", ".pred", ".json")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 _LABEL_FILE_SUFFIXES = (".xml", ".dat", ".png", ".tif", ".tiff", ".bmp")
 
 
@@ -144,7 +143,7 @@ def _by_stem(paths: list[Path], unpaired: list[str]) -> dict[str, Path]:
     return found
 
 
-def _find_image(folders: list[Path], stem: str, exclude: tuple[Path, ...] = ()) -> Path | None:
+def find_page_image(folders: list[Path], stem: str, exclude: tuple[Path, ...] = ()) -> Path | None:
     """The page image ``<stem>.<image suffix>`` in the first of ``folders`` that has one
     (never one of ``exclude``: a label image named like its page is not the page)."""
     skip = {p.resolve() for p in exclude}
@@ -167,20 +166,21 @@ def page_ink(path: str | os.PathLike) -> np.ndarray:
     return gray <= threshold_otsu(gray)
 
 
-def _is_polygon(path: Path) -> bool:
+def is_polygon_file(path: Path) -> bool:
+    """PAGE or ALTO XML (polygons, scored on the page's ink), by suffix."""
     return path.suffix.lower() in _gt.XML_SUFFIXES
 
 
 def _score_pair(gt_path: Path, pred_path: Path, image: Path | None, t_a: float,
                 line_threshold: float) -> tuple[ContestScore, LineScore]:
-    gt_poly = _is_polygon(gt_path)
+    gt_poly = is_polygon_file(gt_path)
     ink = page_ink(image) if image is not None else None
     shape = None if ink is None else ink.shape
     # Read the files that know their size first, so a .dat partner gets its shape.
     first, second = (pred_path, gt_path) if gt_path.suffix.lower() == ".dat" else (gt_path, pred_path)
     maps = {}
     for p in (first, second):
-        maps[p] = _gt.read_label_map(p, shape, ink if _is_polygon(p) else None)
+        maps[p] = _gt.read_label_map(p, shape, ink if is_polygon_file(p) else None)
         shape = maps[p].shape
     gt, pred = maps[gt_path], maps[pred_path]
     if gt_poly:
@@ -228,8 +228,8 @@ def evaluate(gt_paths: Iterable[str | os.PathLike] | str | os.PathLike,
         # The page image: in image_dir if given, else next to the ground truth (ALTO and PAGE
         # exports usually sit beside their image).
         folders = ([img_dir] if img_dir is not None else []) + [Path(gt_path).parent]
-        image = _find_image(folders, stem, (Path(gt_path), Path(pred_path)))
-        if image is None and (_is_polygon(gt_path) or _is_polygon(pred_path)):
+        image = find_page_image(folders, stem, (Path(gt_path), Path(pred_path)))
+        if image is None and (is_polygon_file(gt_path) or is_polygon_file(pred_path)):
             where = " or ".join(str(f) for f in folders)
             reason = f"no page image '{stem}.*' in {where} (needed for polygon files)"
             report.skipped.append((stem, reason))

@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .model import ComponentStats, LineSet, Preparation, Region, from_region_frame, to_region_frame
+from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
 from .regression import fit_lines
 
@@ -315,12 +315,3 @@ def lines_from_segments(prep: Preparation, segments: np.ndarray,
     centres = {r.index: float(to_region_frame(prep.samples[prep.sample_region == r.index], r.phi)[:, 0].mean())
                for r in prep.regions}
     return lines.take(order_lines(lines, centres))
-
-
-def segments_of(lines: LineSet) -> np.ndarray:
-    """Page-coordinate segments ``(L, 2, 2)`` of lines (inverse of :func:`lines_from_segments`)."""
-    return lines.segments(2.0)
-
-
-__all__ = ["initial_lines", "lines_from_segments", "segments_of", "best_orientation", "line_blobs",
-           "profile_sharpness", "concat_lines", "order_lines", "from_region_frame"]

@@ -70,11 +70,16 @@ def remove_specks(labels: np.ndarray, stats: np.ndarray, params: Parameters
         return labels > 0, labels
     median_area = weighted_median(area, area)
     min_area = max(params.min_speck_area, params.speck_ratio * median_area)
-    keep = np.concatenate([[False], area >= min_area])
+    out = keep_components(labels, np.concatenate([[False], area >= min_area]))
+    return out > 0, out
+
+
+def keep_components(labels: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Labels ``(H, W)`` with only the components where ``keep`` ``(n+1,)`` is True,
+    renumbered 1..k in their order (``keep[0]``, the background, must be False)."""
     relabel = np.zeros(len(keep), np.int32)
     relabel[keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.int32)
-    out = relabel[labels]
-    return out > 0, out
+    return relabel[labels]
 
 
 def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +123,4 @@ def remove_non_text(labels: np.ndarray, stats: np.ndarray, shape: tuple[int, int
     if not bad[1:].any():
         return labels, stats
     keep = ~bad
-    relabel = np.zeros(len(keep), np.int32)
-    relabel[keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.int32)
-    new_stats = np.concatenate([stats[:1], stats[keep]])
-    return relabel[labels], new_stats
+    return keep_components(labels, keep), np.concatenate([stats[:1], stats[keep]])

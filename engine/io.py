@@ -21,6 +21,8 @@ from .model import Page
 #: ``Image.MAX_IMAGE_PIXELS`` (~179 megapixels by default) as decompression bombs, also from
 #: the header; both refusals say how large the image is.
 MAX_PIXELS = 200_000_000
+#: File suffixes of the page formats load_page reads (lower case).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 
 _COLOUR_MODES = ("RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "P", "PA", "LA", "La")
 

@@ -38,11 +38,11 @@ from . import io as _io
 from . import regions as _regions
 from . import sampling as _sampling
 from .components import component_stats
+from .evaluate import find_page_image, is_polygon_file
 from .params import Parameters
 
 #: Smallest moment kept: the EM needs every class possible (Parameters wants 0 < mu < 1).
 MIN_MOMENT = 1e-4
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 GT_SUFFIXES = (".png", ".tif", ".tiff", ".bmp", ".xml", ".page", ".alto", ".dat")
 
 
@@ -166,16 +166,7 @@ def find_image(gt_path: Path, image_dir: Path | None = None) -> Path | None:
         stem = stem[: -len(".page")]
     folders = [image_dir] if image_dir is not None else []
     folders += [gt_path.parent, gt_path.parent.parent / "images"]
-    for folder in folders:
-        for suffix in IMAGE_SUFFIXES:
-            for cand in (folder / f"{stem}{suffix}", folder / f"{stem}{suffix.upper()}"):
-                if cand.is_file() and cand.resolve() != gt_path.resolve():
-                    return cand
-    return None
-
-
-def _is_polygon(path: Path) -> bool:
-    return path.suffix.lower() in _gt.XML_SUFFIXES
+    return find_page_image(folders, stem, (gt_path,))
 
 
 def page_labels(gt_path: Path, image_dir: Path | None, params: Parameters
@@ -185,7 +176,7 @@ def page_labels(gt_path: Path, image_dir: Path | None, params: Parameters
     Label images are their own ink. Polygons (PAGE/ALTO) label the engine's ink of the page
     image (:func:`engine.ink.ink_mask`), which must be found (see :func:`find_image`); ``.dat``
     needs the image for its shape. Returns (labels, ink, image path or None)."""
-    if _is_polygon(gt_path) or gt_path.suffix.lower() == ".dat":
+    if is_polygon_file(gt_path) or gt_path.suffix.lower() == ".dat":
         image = find_image(gt_path, image_dir)
         if image is None:
             raise MomentsError(f"{gt_path}: no page image with the same stem next to it"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .initial_lines import order_lines
+from .initial_lines import concat_lines, order_lines
 from .model import LineSet, Preparation, Segmentation, Snapshot, to_region_frame
 from .params import Parameters
 from .regression import fit_lines
@@ -62,12 +62,10 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     right_start = np.maximum(lo[:, None], lo[None, :])
     gap = right_start - left_end  # > 0: disjoint extents; < 0: overlapping
     junction = (left_end + right_start) / 2.0
-    v = lines.a[None, :] * junction + lines.b[None, :]  # v[i, k]: line k at junction of (i, ?)
     vi = lines.a[:, None] * junction + lines.b[:, None]
     vj = lines.a[None, :] * junction + lines.b[None, :]
-    del v
     offset = np.abs(vi - vj)
-    # The pitch: median interline space of the lines that have a neighbour above and below.
+    # The pitch: median interline space of the lines that have a neighbour above or below.
     space = interline_space(lines, default=np.nan, min_gap=0.5 * h_cc)
     pitch = float(np.nanmedian(space)) if np.isfinite(space).any() else 0.0
     limit = max(params.merge_offset * h_cc, params.merge_offset_pitch * pitch)
@@ -107,9 +105,8 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
     first[pairs[::-1, 0]] = pairs[::-1, 1]  # the first (smallest) label of each component
     out_lut[single] = first[single] + 1
     # Components with no labelled sample: nearest line from the component's samples' mean.
-    orphan = np.flatnonzero(n_labels == 0)[1:] if n_labels[0] == 0 else np.flatnonzero(n_labels == 0)
+    orphan = np.flatnonzero(n_labels == 0)
     orphan = orphan[orphan > 0]
-    labels = out_lut[comps]
     if len(orphan):
         centre = np.zeros((n_comp + 1, 2))
         count = np.bincount(sc, minlength=n_comp + 1).astype(float)
@@ -118,7 +115,7 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
         centre /= np.maximum(count, 1)[:, None]
         nearest = nearest_line(centre[orphan], lines)
         out_lut[orphan] = nearest + 1
-        labels = out_lut[comps]
+    labels = out_lut[comps]
     multi = np.flatnonzero(n_labels > 1)
     if len(multi):
         # Each pixel of a component whose samples disagree goes to the closest of their lines.
@@ -229,7 +226,6 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
         mapped = np.where(lab >= 0, remap[np.maximum(lab, 0)], -1)
         new_labels[members] = np.where(mapped >= 0, rank[np.maximum(mapped, 0)] + offset, -1)
         offset += len(order)
-    from .initial_lines import concat_lines
     final = concat_lines(new_parts, rot_inv)
     label_map = final_labels(prep, final, new_labels)
     return Segmentation(labels=label_map, lines=final, sample_labels=new_labels, regions=prep.regions)
