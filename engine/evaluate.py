@@ -171,6 +171,15 @@ def is_polygon_file(path: Path) -> bool:
     return path.suffix.lower() in _gt.XML_SUFFIXES
 
 
+def scored_pixels(gt: np.ndarray, ink: np.ndarray | None, gt_is_polygon: bool) -> np.ndarray | None:
+    """The pixels a page is scored on: ink inside the polygons for polygon ground truth
+    (ink outside every polygon has no truth), else the page's ink and every labelled pixel
+    (None without a page image: the metric's default, labelled in either map)."""
+    if gt_is_polygon:
+        return gt > 0
+    return None if ink is None else ink | (gt > 0)
+
+
 def _score_pair(gt_path: Path, pred_path: Path, image: Path | None, t_a: float,
                 line_threshold: float) -> tuple[ContestScore, LineScore]:
     gt_poly = is_polygon_file(gt_path)
@@ -183,13 +192,7 @@ def _score_pair(gt_path: Path, pred_path: Path, image: Path | None, t_a: float,
         maps[p] = _gt.read_label_map(p, shape, ink if is_polygon_file(p) else None)
         shape = maps[p].shape
     gt, pred = maps[gt_path], maps[pred_path]
-    if gt_poly:
-        # Only ink inside the GT polygons is scored (ink outside every polygon has no truth).
-        score_ink = gt > 0
-    elif ink is not None:
-        score_ink = ink | (gt > 0)
-    else:
-        score_ink = None
+    score_ink = scored_pixels(gt, ink, gt_poly)
     return (contest_metric(gt, pred, score_ink, t_a), line_metric(gt, pred, score_ink, line_threshold))
 
 

@@ -948,17 +948,17 @@ class MainWindow(QMainWindow):
             self.banner.show_message("Open and prepare a page before loading its ground truth.", "warning")
             return
         from engine import groundtruth
-        from engine.evaluate import page_ink
+        from engine.evaluate import is_polygon_file, page_ink, scored_pixels
 
         shape = prep.shape
 
         def read() -> tuple[np.ndarray, np.ndarray]:
-            # As engine.evaluate._score_pair: polygons are rasterised on the page's Otsu ink
-            # and only ink inside them is scored; label maps are scored on ink | labelled.
+            # As engine.evaluate scores result files: polygons are rasterised on the page's
+            # Otsu ink, and the same pixels are scored.
             ink = page_ink(page_path)
-            polygons = Path(path).suffix.lower() in groundtruth.XML_SUFFIXES
+            polygons = is_polygon_file(Path(path))
             labels = groundtruth.read_label_map(path, shape, ink if polygons else None)
-            return labels, (labels > 0) if polygons else (ink | (labels > 0))
+            return labels, scored_pixels(labels, ink, polygons)
 
         def on_gt(out: tuple[np.ndarray, np.ndarray]) -> None:
             self.gt_labels, self.gt_ink = out
