@@ -4,7 +4,8 @@ E-step: learn the pairwise parameters theta_0..2 and the line-probability parame
 moment matching while passing messages (:mod:`engine.message_passing`); M-step: weighted
 regression per line (:mod:`engine.regression`) and line priors ``pi_l = mean_v p_v(l)``
 (within the line's region). Stops when the mean KL divergence between successive posteriors
-falls under ``kl_tolerance`` or after ``max_em_iterations``. Messages and theta are warm-
+falls under ``kl_tolerance``, when fewer than ``label_tolerance`` of the samples changed their
+most probable line, or after ``max_em_iterations``. Messages and theta are warm-
 started from one EM iteration to the next.
 """
 
@@ -192,6 +193,15 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
     return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv)
 
 
+def _best_lines(states: list[_Region], n: int) -> np.ndarray:
+    """Each sample's most probable line (global index) ``(n,)``; -1 where it has none."""
+    best = np.full(n, -1, np.int64)
+    for st in states:
+        if st.posterior.shape[0] and st.posterior.shape[1]:
+            best[st.samples] = st.lines[st.offsets + st.posterior.argmax(axis=1)]
+    return best
+
+
 def _kl(states: list[_Region], previous: list[np.ndarray] | None) -> float:
     if previous is None:
         return float("inf")
@@ -229,6 +239,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), ll, t0, 0,
                     False, params.snapshot_top_k)
     total_sweeps = 0
+    previous_best = _best_lines(states, len(prep.samples))
     for iteration in range(1, params.max_em_iterations + 1):
         previous = [st.dense_posterior() for st in states]
         unaries = _unaries(states, lines, params, h_cc)
@@ -262,7 +273,10 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
                 break
         lines = _m_step(prep, states, lines, params)
         kl = _kl(states, previous)
-        converged = kl < params.kl_tolerance
+        best = _best_lines(states, len(prep.samples))
+        changed = float(np.mean(best != previous_best)) if len(best) else 0.0
+        previous_best = best
+        converged = kl < params.kl_tolerance or changed < params.label_tolerance
         yield _snapshot(prep, states, lines, iteration, None, theta, kl, ll, t0, total_sweeps, converged,
                         params.snapshot_top_k)
         if converged:

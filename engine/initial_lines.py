@@ -16,6 +16,7 @@ about ``_TARGET_HCC`` pixels first: the profile's shape, not its resolution, dec
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import cv2
 import numpy as np
@@ -27,6 +28,11 @@ from .regression import fit_lines
 
 _TARGET_HCC = 8.0
 _ALONG_CELLS = 6.0
+# Line pitch over the height of a text line's body: about 2 on Latin and most Arabic hands
+# (dev pages: 1.75-2.4); the filter bank is scaled to the larger of H_cc and pitch / this.
+PITCH_PER_LINE_HEIGHT = 2.5
+# Autocorrelation a pitch needs to be trusted (regular line spacing); noise pages stay under 0.2.
+_MIN_PITCH_CORRELATION = 0.5
 
 
 def region_mask(components: np.ndarray, comp_in_region: np.ndarray, bbox: tuple[int, int, int, int],
@@ -111,6 +117,36 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     fine = np.clip(best + np.linspace(-step, step, 9), lo, hi)
     best = float(fine[int(np.argmax([score(deg) for deg in fine]))])
     return math.radians(best)
+
+
+def line_pitch(profile: np.ndarray, min_lag: float, max_lag: float) -> float:
+    """The period of a row profile ``(h,)`` across the text (in rows): the highest local
+    maximum of its autocorrelation between ``min_lag`` and ``max_lag``; NaN when there is
+    none or it is too weak to show regular lines."""
+    p = np.asarray(profile, np.float64) - np.mean(profile)
+    n = len(p)
+    lo, hi = max(int(min_lag), 1), min(int(max_lag), n - 2)
+    if hi - lo < 3 or not np.any(p):
+        return float("nan")
+    f = np.fft.rfft(p, 2 * n)
+    ac = np.fft.irfft(f * np.conj(f))[:n]
+    ac = ac / ac[0]
+    seg = ac[lo:hi + 1]
+    peaks = np.flatnonzero((seg[1:-1] > seg[:-2]) & (seg[1:-1] >= seg[2:])) + 1
+    if len(peaks) == 0:
+        return float("nan")
+    best = peaks[np.argmax(seg[peaks])]
+    return float(lo + best) if seg[best] >= _MIN_PITCH_CORRELATION else float("nan")
+
+
+def line_height(raster: np.ndarray, stats: ComponentStats, scale: float) -> float:
+    """Height (pixels) the blob filters are scaled to: ``H_cc``, or pitch / 2.5 where the
+    region's lines are regularly spaced much further apart than its components are tall
+    (Arabic hands broken into letter groups: H_cc 20 px for lines 100 px apart)."""
+    pitch = line_pitch(raster.sum(axis=1), 1.2 * stats.h_cc * scale, 20.0 * stats.h_cc * scale) / scale
+    if not np.isfinite(pitch):
+        return stats.h_cc
+    return max(stats.h_cc, pitch / PITCH_PER_LINE_HEIGHT)
 
 
 def _otsu(values: np.ndarray) -> float:
@@ -245,7 +281,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         # one line are told apart by gaps of about one word.
         scale_u = min(scale, 2.0 / max(stats.w_cc, 1.0))
         raster, (u0, v0) = _region_raster(ink_cells, phi, bbox, scale, scale_u)
-        blobs = line_blobs(raster, stats, params, scale, scale_u)
+        blob_stats = replace(stats, h_cc=line_height(raster, stats, scale))
+        blobs = line_blobs(raster, blob_stats, params, scale, scale_u)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
         col = np.clip(np.round((uv[:, 0] - u0) * scale_u).astype(int), 0, blobs.shape[1] - 1)

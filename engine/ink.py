@@ -17,12 +17,14 @@ _SAUVOLA_R = 128.0
 def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarray:
     """Sauvola threshold ``(H, W)`` float32 of a uint8 page with an odd ``window`` (pixels).
 
-    Box filters on the image and its square (O(1) per pixel whatever the window)."""
+    Box filters on the image and its square (O(1) per pixel whatever the window); every step
+    is an OpenCV call (no NumPy temporaries: half the time on a 10-megapixel page)."""
     img = gray.astype(np.float32)
     mean = cv2.boxFilter(img, cv2.CV_32F, (window, window), borderType=cv2.BORDER_REFLECT)
-    sq = cv2.boxFilter(img * img, cv2.CV_32F, (window, window), borderType=cv2.BORDER_REFLECT)
-    std = np.sqrt(np.maximum(sq - mean * mean, 0.0))
-    return mean * (1.0 + k * (std / _SAUVOLA_R - 1.0))
+    sq = cv2.sqrBoxFilter(img, cv2.CV_32F, (window, window), borderType=cv2.BORDER_REFLECT)
+    std = cv2.sqrt(cv2.max(cv2.subtract(sq, cv2.multiply(mean, mean)), 0.0))
+    # mean (1 + k (std / R - 1)) = mean ((1 - k) + (k / R) std)
+    return cv2.multiply(mean, cv2.addWeighted(std, k / _SAUVOLA_R, std, 0.0, 1.0 - k))
 
 
 def stretch_contrast(gray: np.ndarray) -> np.ndarray:
@@ -97,7 +99,8 @@ def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
         h_text = text_height(stats, gray.shape)
         window = int(round(params.sauvola_window * max(h_text, 8.0))) | 1
         window = max(15, min(window, (min(gray.shape) // 2) * 2 - 1 if min(gray.shape) > 16 else 15))
-        ink = gray.astype(np.float32) < sauvola_threshold(gray, window, params.sauvola_k)
+        ink = cv2.compare(gray.astype(np.float32), sauvola_threshold(gray, window, params.sauvola_k),
+                          cv2.CMP_LT) > 0
         # Flat bright paper has std ~ 0, where Sauvola keeps pixels 20 % darker than the local
         # mean; also require them darker than Otsu's global paper level to avoid paper texture.
         if rough.any():

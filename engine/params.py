@@ -44,6 +44,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "epsilon": (0.0, 0.5, True, False),
     "max_em_iterations": (1, 10_000, True, True),
     "kl_tolerance": (0.0, 1.0, False, True),
+    "label_tolerance": (0.0, 1.0, True, True),
     "c_v": (0.0, 1e6, False, True),
     "damping": (0.0, 1.0, True, False),
     "mp_max_sweeps": (1, 10_000, True, True),
@@ -110,6 +111,11 @@ class Parameters:
     #: is residual (the paper's failure class "extra lines on diacritics").
     diacritic_height: float = 0.5
     diacritic_fraction: float = 0.6
+    #: Before EM, pass the initial lines through stage 8's clean-up (surplus and diacritic
+    #: lines removed, fragments and duplicates of one text line merged, lines refitted) on the
+    #: posterior of the unary alone. The paper starts EM from the raw blob lines; duplicates
+    #: of one row then drift apart and split it.
+    merge_initial_lines: bool = True
     # --- stage 7: EM --------------------------------------------------------------------
     #: Plateau of the flattened Gaussian, as a fraction of the interline space S_l.
     r: float = 0.3
@@ -145,6 +151,10 @@ class Parameters:
     #: cremma 001/004/006/8_21472, ahte book2_page5) 1e-3 gave 111 one-to-one matches of 127
     #: in 3-5 iterations, 1e-4 gave 106 in 20-50.
     kl_tolerance: float = 1e-3
+    #: EM also stops when fewer than this fraction of the samples changed their most probable
+    #: line in an iteration: the KL can wander above its tolerance for dozens of iterations
+    #: (theta and the label windows keep moving) while the labelling no longer changes.
+    label_tolerance: float = 2e-3
     # --- stage 8: post-processing -------------------------------------------------------
     #: Lines whose prior (relative to their region) is below epsilon are removed.
     epsilon: float = 1e-3
@@ -189,7 +199,7 @@ class Parameters:
         if self.regression not in REGRESSION_FORMS:
             raise ParameterError(
                 f"regression must be one of {REGRESSION_FORMS}, got {self.regression!r}")
-        for name in ("multi_oriented", "merge_fragments", "learn_line_prior"):
+        for name in ("multi_oriented", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -261,5 +271,5 @@ PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "t_o", "t_r",
-    "diacritic_height", "diacritic_fraction", "blob_threshold",
+    "diacritic_height", "diacritic_fraction", "blob_threshold", "merge_initial_lines",
 })

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,11 +77,28 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
                                             stats, params, small)
     tick("initial_lines")
-    return Preparation(params=params, gray=page.gray, ink=ink, components=components,
+    prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
                        regions=regions, initial_lines=lines, timings=timings, source=page.path,
                        component_heights=heights)
+    if params.merge_initial_lines and len(lines):
+        say("merge initial lines")
+        prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
+        tick("merge_initial_lines")
+    return prep
+
+
+def merge_initial_lines(prep: Preparation) -> LineSet:
+    """``prep.initial_lines`` after stage 8's clean-up on the posterior of the unary alone
+    (EM's iteration 0): one line per text row to start EM from."""
+    em = _em.run_em(prep, prep.initial_lines, prep.params)
+    try:
+        first = next(em)
+    finally:
+        em.close()
+    lines, _ = _post.consolidate_lines(prep, first, prep.params)
+    return lines
 
 
 def run_em(prep: Preparation, lines: LineSet | None = None, *, params: Parameters | None = None,

@@ -171,10 +171,21 @@ def nearest_line(xy: np.ndarray, lines: LineSet) -> np.ndarray:
 
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segmentation:
     """Stage 8 on the state of ``snapshot``: returns the pixel labels and the final lines."""
+    final, sample_labels = consolidate_lines(prep, snapshot, params)
+    if len(final) == 0:
+        return Segmentation(labels=np.zeros(prep.shape, np.int32), lines=final,
+                            sample_labels=sample_labels, regions=prep.regions)
+    label_map = final_labels(prep, final, sample_labels)
+    return Segmentation(labels=label_map, lines=final, sample_labels=sample_labels, regions=prep.regions)
+
+
+def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters) -> tuple[LineSet, np.ndarray]:
+    """Stage 8 without the pixel labelling: surplus and diacritic lines removed, fragments
+    merged, lines refitted to their samples. Returns the lines (ordered by region, then
+    across the text) and each sample's line ``(N,)`` (-1 = none)."""
     lines = snapshot.lines
     if len(lines) == 0 or len(prep.samples) == 0:
-        return Segmentation(labels=np.zeros(prep.shape, np.int32), lines=LineSet.empty(lines.rotation_invariant),
-                            sample_labels=np.full(len(prep.samples), -1, np.int64), regions=prep.regions)
+        return LineSet.empty(lines.rotation_invariant), np.full(len(prep.samples), -1, np.int64)
     keep = surviving_lines(snapshot, params.epsilon)
     labels = reassign(snapshot, keep)
     # Lines living on diacritics and noise: give their samples to their next best line.
@@ -226,6 +237,4 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
         mapped = np.where(lab >= 0, remap[np.maximum(lab, 0)], -1)
         new_labels[members] = np.where(mapped >= 0, rank[np.maximum(mapped, 0)] + offset, -1)
         offset += len(order)
-    final = concat_lines(new_parts, rot_inv)
-    label_map = final_labels(prep, final, new_labels)
-    return Segmentation(labels=label_map, lines=final, sample_labels=new_labels, regions=prep.regions)
+    return concat_lines(new_parts, rot_inv), new_labels

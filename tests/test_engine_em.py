@@ -92,6 +92,17 @@ def test_stops_at_max_em_iterations(prep):
     assert snaps[-1].iteration == 3 or snaps[-1].converged
 
 
+def test_label_tolerance_stops_em(prep):
+    """EM stops once fewer than label_tolerance of the samples change their best line: with
+    a tolerance of 1 the first iteration converges; with 0 (and a KL tolerance it cannot reach)
+    it runs to max_em_iterations."""
+    stop_now = list(run_em(prep, params=prep.params.replace(label_tolerance=1.0, max_em_iterations=5)))
+    assert stop_now[-1].iteration == 1 and stop_now[-1].converged
+    run_on = list(run_em(prep, params=prep.params.replace(label_tolerance=0.0, kl_tolerance=1e-12,
+                                                          max_em_iterations=4)))
+    assert run_on[-1].iteration == 4 and not run_on[-1].converged
+
+
 def test_same_seed_same_result(page):
     """Two runs with the same seed and parameters give identical labels."""
     results = []

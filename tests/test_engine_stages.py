@@ -13,6 +13,7 @@ import pytest
 from scipy.spatial import Delaunay
 from synthetic import make_page
 
+from engine import initial_lines
 from engine import message_passing as mp
 from engine.components import component_stats
 from engine.graph import colour_classes, delaunay_edges
@@ -222,6 +223,53 @@ def test_initial_lines_on_skewed_page():
     main = max(prep.regions, key=lambda r: r.n_samples)
     assert abs(math.degrees(main.phi) - true_deg) <= 1.5, (math.degrees(main.phi), true_deg)
     assert len(prep.initial_lines) >= page.n_lines - 1
+
+
+def _broken_script_page(n_rows: int = 8, pitch: int = 50, seed: int = 0) -> np.ndarray:
+    """Rows of small separate blobs (letter groups, 9-13 px tall) with a band of short strokes
+    a third of the pitch above each row, ``pitch`` px apart: H_cc is a fifth of the pitch, as
+    on Arabic pages whose letters break into small components."""
+    rng = np.random.default_rng(seed)
+    img = np.full((80 + n_rows * pitch, 900), 255, np.uint8)
+    for k in range(n_rows):
+        y = 60 + k * pitch
+        x = 40
+        while x < 840:
+            w, h = int(rng.integers(8, 16)), int(rng.integers(9, 13))
+            cv2.ellipse(img, (x, y + int(rng.integers(-2, 3))), (w // 2, h // 2), 0, 0, 360, 0, -1)
+            if rng.random() < 0.6:
+                xs = x + int(rng.integers(-4, 5))
+                cv2.line(img, (xs, y - pitch // 3 - 5), (xs + 2, y - pitch // 3 + 5), 0, 3)
+            x += w + int(rng.integers(4, 10))
+    return img
+
+
+def test_line_pitch_of_periodic_profile():
+    """line_pitch finds the period of a noisy periodic profile within a row, and NaN for noise."""
+    rng = np.random.default_rng(0)
+    rows = np.arange(600)
+    profile = np.maximum(np.sin(2 * np.pi * rows / 37.0), 0) ** 2 + 0.1 * rng.random(600)
+    assert initial_lines.line_pitch(profile, 10, 200) == pytest.approx(37, abs=1)
+    assert math.isnan(initial_lines.line_pitch(rng.random(600), 10, 200))
+    assert math.isnan(initial_lines.line_pitch(np.zeros(600), 10, 200))
+
+
+def test_broken_script_one_line_per_row(monkeypatch):
+    """Where H_cc is a fifth of the pitch, the filter bank scaled to the pitch gives one
+    initial line per row even before merging; scaled to H_cc alone (the paper) the stroke band
+    above each row becomes lines of its own, which merging the initial lines undoes."""
+    img = _broken_script_page()
+    raw = prepare(img, Parameters(merge_initial_lines=False))
+    assert raw.stats.h_cc < 15 and len(raw.regions) == 1
+    assert len(raw.initial_lines) == 8
+    monkeypatch.setattr(initial_lines, "PITCH_PER_LINE_HEIGHT", 1e9)  # H_cc only
+    unscaled = prepare(img, Parameters(merge_initial_lines=False))
+    assert len(unscaled.initial_lines) > 8
+    merged = prepare(img, Parameters(merge_initial_lines=True))
+    assert len(merged.initial_lines) == 8
+    # The merged lines run through the rows' bodies (y = 60 + 50 k), one each.
+    mid = np.sort(merged.initial_lines.a * 450 + merged.initial_lines.b)
+    assert np.allclose(mid, 60 + 50 * np.arange(8), atol=6), mid
 
 
 def test_best_orientation_straight_is_zero():
