@@ -37,7 +37,10 @@ class EmptyPageError(ValueError):
 
 def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = None,
             progress: Callable[[str], None] | None = None) -> Preparation:
-    """Stages 1-6 on a page (a path, a loaded :class:`Page`, or a uint8/bool array)."""
+    """Stages 1-6 on a page (a path, a loaded :class:`Page`, or a uint8/bool array).
+
+    ``progress(stage)`` is called before each stage; it may raise (a caller's cancellation),
+    and the exception propagates: the preparation is abandoned, nothing is left behind."""
     params = params or Parameters()
     say = progress or (lambda _msg: None)
     timings: dict[str, float] = {}

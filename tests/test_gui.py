@@ -7,6 +7,8 @@ They drive the real window and the real engine in its worker thread; every wait 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -21,7 +23,8 @@ from engine.params import Parameters
 from tlgui.canvas import PageCanvas, posterior_colour_index
 from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.session import EditModel, lines_table
-from tlgui.window import MainWindow
+from tlgui.window import MainWindow, app_settings
+from tlgui.worker import EngineProcess, Job, RunControl
 
 #: Short runs keep the suite fast; the method itself is tested elsewhere.
 FAST = {"max_em_iterations": 8}
@@ -212,6 +215,43 @@ def test_mouse_draw_delete_and_pick(qtbot: object, window: MainWindow, page_path
     assert [r.row() for r in window.line_table.selectionModel().selectedRows()] == [2]
 
 
+def test_drag_line_end_point(qtbot: object, window: MainWindow, page_path: str) -> None:
+    """Select mode: dragging an initial line's end handle with the mouse moves that end only;
+    undo puts the line back, redo moves it again."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtTest import QTest
+
+    open_and_prepare(qtbot, window, page_path)
+    window.set_edit_mode("select")
+    editor, viewport = window.editor, window.canvas.viewport()
+    qtbot.waitUntil(lambda: len(editor.rois) == len(window.edits.segments) > 1, timeout=2_000)
+    original = window.edits.segments.copy()
+    i = 1
+    handle = editor.rois[i].getHandles()[1]
+    start = window.canvas.mapFromScene(handle.scenePos())
+    x1, y1 = original[i, 1]
+    target_xy = (x1 - 120.0, y1 + 25.0)
+    target = window.canvas.mapFromScene(window.canvas.view.mapViewToScene(QPointF(*target_xy)))
+    QTest.mousePress(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, start)
+    for k in range(1, 11):
+        QTest.mouseMove(viewport, start + (target - start) * (k / 10))
+        qtbot.wait(15)  # pyqtgraph drops moves closer than 10 ms apart (mouseRateLimit)
+    QTest.mouseRelease(viewport, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, target)
+    qtbot.waitUntil(lambda: window.undo.count() == 1, timeout=2_000)
+    moved = window.edits.segments
+    tolerance = 2 * window.canvas.pixel_size()  # a screen pixel or two, in page pixels
+    np.testing.assert_allclose(moved[i, 1], target_xy, atol=tolerance)
+    np.testing.assert_allclose(moved[i, 0], original[i, 0], atol=1e-6)  # the other end stays
+    np.testing.assert_allclose(np.delete(moved, i, axis=0), np.delete(original, i, axis=0))
+    np.testing.assert_allclose(window.canvas.initial_segments, moved)
+    assert window.edits.edited
+    window.undo.undo()
+    np.testing.assert_allclose(window.edits.segments, original)
+    qtbot.waitUntil(lambda: np.allclose(editor._roi_segments(), original, atol=1e-6), timeout=2_000)
+    window.undo.redo()
+    np.testing.assert_allclose(window.edits.segments[i, 1], target_xy, atol=tolerance)
+
+
 def test_geometry_helpers() -> None:
     seg = np.array([[0.0, 0.0], [10.0, 0.0]])
     halves = split_segment(seg, np.array([4.0, 1.0]))
@@ -281,31 +321,71 @@ def test_cancel_mid_run(qtbot: object, window: MainWindow, page_path: str) -> No
     assert len(window.session.snapshots) == n  # nothing arrives after the stop
 
 
-def test_engine_failure_is_a_message_and_keeps_edits(qtbot: object, window: MainWindow, page_path: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_during_preparation(qtbot: object, window: MainWindow, tmp_path: Path,
+                                 synthetic_page: object) -> None:
+    big = tmp_path / "big.png"
+    cv2.imwrite(str(big), np.tile(synthetic_page.image, (4, 4)))
+    window.open_page(str(big))
+    qtbot.waitUntil(lambda: window.status_stage.text().startswith("preparing:"), timeout=30_000)
+    t0 = time.perf_counter()
+    window.stop()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=2_000)
+    assert time.perf_counter() - t0 < 1.0
+    assert window.session.prep is None and window.status_stage.text() == "stopped"
+    window.param_panel.set_params(Parameters().replace(**FAST))
+    run_to_end(qtbot, window)  # Run prepares again
+    assert window.session.prep is not None
+
+
+def test_engine_crash_is_a_message_and_keeps_edits(qtbot: object, window: MainWindow, page_path: str) -> None:
+    # The engine process dies mid-run (killed from outside): a message, the edits stay, and
+    # the next run gets a new process (the preparation is sent to it).
+    window.param_panel.set_params(Parameters().replace(max_em_iterations=10_000, kl_tolerance=1e-12,
+                                                       mp_tolerance=1e-12))
     open_and_prepare(qtbot, window, page_path)
     window.editor.delete(0)
     edited = window.edits.segments.copy()
-    import tlgui.worker
-
-    real_run_em = tlgui.worker.pipeline.run_em
-
-    def failing_run_em(*args: object, **kwargs: object) -> object:
-        for i, snap in enumerate(real_run_em(*args, **kwargs)):
-            if i == 2:
-                raise FloatingPointError("simulated engine failure")
-            yield snap
-
-    monkeypatch.setattr(tlgui.worker.pipeline, "run_em", failing_run_em)
     window.run()
-    qtbot.waitUntil(lambda: not window.is_busy() and bool(window.banner.text()), timeout=30_000)
-    assert "simulated engine failure" in window.banner.text()
+    qtbot.waitUntil(lambda: len(window.session.snapshots) >= 2, timeout=30_000)
+    pid = window.engine_process.pid
+    os.kill(pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: not window.is_busy() and bool(window.banner.text()), timeout=10_000)
+    assert "engine process ended unexpectedly" in window.banner.text()
     assert window.status_stage.text() == "failed"
     np.testing.assert_allclose(window.edits.segments, edited)
     assert EditModel.parse(window.edits.autosave_path().read_text())[1].shape == edited.shape
-    monkeypatch.setattr(tlgui.worker.pipeline, "run_em", real_run_em)
+    window.param_panel.set_params(Parameters().replace(**FAST))
     run_to_end(qtbot, window)  # the window recovers
+    assert window.engine_process.pid != pid
     assert len(window.session.snapshots[0].lines) == len(edited)
+
+
+def test_engine_process_failure_and_kill_on_cancel(tmp_path: Path, synthetic_page: object) -> None:
+    """Without a window: an engine exception is a message; a cancel inside a stage that cannot
+    look (the ink of a 22-megapixel page) kills the process within a fraction of a second."""
+    engine = EngineProcess()
+    try:
+        messages: list[tuple] = []
+        job = Job(1, str(tmp_path / "missing.png"), Parameters(), RunControl(), em=False)
+        assert engine.run(job, messages.append) == "failed"
+        assert messages[-1][0] == "failed" and "missing.png" in messages[-1][2]
+        pid = engine.pid
+        big = tmp_path / "big.png"
+        cv2.imwrite(str(big), np.tile(synthetic_page.image, (6, 6)))
+        control = RunControl()
+        cancelled_at: list[float] = []
+
+        def deliver(msg: tuple) -> None:
+            if msg[:3] == ("stage", 2, "preparing: ink"):
+                cancelled_at.append(time.perf_counter())
+                control.cancel()
+
+        assert engine.run(Job(2, str(big), Parameters(), control, em=False), deliver) == "cancelled"
+        assert cancelled_at and time.perf_counter() - cancelled_at[0] < 1.0
+        assert engine.pid != pid  # killed, and a fresh process already started
+    finally:
+        engine.close()
+    assert engine.pid is None
 
 
 def test_corrupt_file_shows_message(qtbot: object, window: MainWindow, tmp_path: Path, page_path: str) -> None:
@@ -337,6 +417,62 @@ def test_parameters_validate_and_persist(qtbot: object, window: MainWindow, page
     assert window.session.prep.params.sample_ratio == 0.08 and not panel.needs_preparation()
     panel.reset_defaults()
     assert panel.params == Parameters()
+
+
+def test_parameters_saved_against_other_defaults_are_not_restored(qtbot: object, tmp_path: Path) -> None:
+    from tlgui.window import defaults_fingerprint
+
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "config"))
+    settings = app_settings()
+    mine = Parameters().replace(damping=0.3, max_em_iterations=7)
+
+    def new_window() -> MainWindow:
+        win = MainWindow()
+        qtbot.addWidget(win)
+        win.show()
+        return win
+
+    # Saved by this version (same defaults): restored as they were, no message.
+    first = new_window()
+    first.param_panel.set_params(mine)
+    first.shutdown()
+    assert settings.value("params/defaults_fingerprint") == defaults_fingerprint()
+    again = new_window()
+    assert again.param_panel.params == mine and not again.banner.text()
+    again.shutdown()
+    # Saved by a version whose kl_tolerance default was 1e-4: the new defaults, and a note.
+    old_defaults = json.loads(Parameters().to_json())
+    old_defaults["kl_tolerance"] = 1e-4
+    saved = json.loads(mine.to_json())
+    saved["kl_tolerance"] = 1e-4  # the old default, saved along: not the user's choice
+    settings.setValue("params/json", json.dumps(saved))
+    settings.setValue("params/defaults_json", json.dumps(old_defaults))
+    settings.setValue("params/defaults_fingerprint", "0123456789abcdef")
+    settings.sync()
+    upgraded = new_window()
+    assert upgraded.param_panel.params == Parameters()
+    note = upgraded.banner.text()
+    assert "kl_tolerance 0.0001 → 0.001" in note
+    assert "damping=0.3" in note and "max_em_iterations=7" in note
+    assert "kl_tolerance=" not in note  # an old default is not reported as a dropped choice
+    assert not upgraded.banner.error()  # a warning, not a failure
+    # The next session restores the new defaults silently.
+    upgraded.shutdown()
+    assert settings.value("params/defaults_fingerprint") == defaults_fingerprint()
+    assert Parameters.from_json(settings.value("params/json")) == Parameters()
+    last = new_window()
+    assert last.param_panel.params == Parameters() and not last.banner.text()
+    last.shutdown()
+    # Settings of a version that saved no fingerprint: the values that are not today's
+    # defaults are dropped and named.
+    settings.setValue("params/json", mine.to_json())
+    settings.remove("params/defaults_json")
+    settings.remove("params/defaults_fingerprint")
+    settings.sync()
+    legacy = new_window()
+    assert legacy.param_panel.params == Parameters()
+    assert "damping=0.3" in legacy.banner.text()
+    legacy.shutdown()
 
 
 def test_layers_toggle_without_recreating(qtbot: object, window: MainWindow, page_path: str) -> None:

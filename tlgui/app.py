@@ -79,7 +79,7 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
     ok = True
     if args.page:
         ok = wait_until(lambda: not window.is_busy() and window.session.prep is not None
-                        or bool(window.banner.text()), args.timeout)
+                        or bool(window.banner.error()), args.timeout)
         if ok and args.run and window.session.prep is not None:
             window.run()
             ok = wait_until(lambda: not window.is_busy(), args.timeout)
@@ -92,7 +92,7 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
     out = Path(args.screenshot)
     saved = image.save(str(out))
     print(f"{'wrote' if saved else 'could not write'} {out} ({image.width()}×{image.height()})"
-          + ("" if ok else " — timed out or failed: " + (window.banner.text() or "timeout")))
+          + ("" if ok else " — timed out or failed: " + (window.banner.error() or "timeout")))
     window.shutdown()
     window.close()
     return 0 if (saved and ok) else 1

@@ -24,6 +24,8 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from engine.model import LineSet, Preparation, Snapshot
 
+from .geometry import PrepGeometry, image_pyramid, pairs_xy, prep_geometry
+
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
 
 #: Colours of lines and of their arg-max samples (tab20-like, readable on paper).
@@ -56,32 +58,25 @@ def line_colour(i: int) -> QColor:
     return QColor(int(r), int(g), int(b))
 
 
-def image_pyramid(image: np.ndarray, min_side: int = 256) -> list[np.ndarray]:
-    """``[image, image/2, image/4, ...]`` (area filter) down to ``min_side``; thread-safe, so
-    workers build it and the GUI thread only picks a level."""
-    levels = [image]
-    while min(levels[-1].shape[:2]) >= 2 * min_side:
-        h, w = levels[-1].shape[:2]
-        levels.append(cv2.resize(levels[-1], (w // 2, h // 2), interpolation=cv2.INTER_AREA))
-    return levels
-
-
 class FastImageItem(pg.ImageItem):
     """ImageItem whose auto-downsampling uses OpenCV's area filter and an image pyramid.
 
     pyqtgraph downsamples by a float64 mean (about 150 ms on a 20 Mpx page, in the GUI
     thread); here the closest pyramid level (built off the GUI thread, see
-    :meth:`set_pyramid`) is resized with ``cv2.resize(INTER_AREA)``, a few ms.  Only the image
+    :meth:`set_pyramid`) is resized with ``cv2.resize`` (linear: the level is less than twice
+    too fine), a few ms.  Only the image
     kinds the canvas uses are handled (uint8 grey with or without a lookup table, uint8
     RGBA); anything else falls back to pyqtgraph.
     """
 
     _pyramid: list[np.ndarray] | None = None
+    _pyramid_of: np.ndarray | None = None
 
     def set_pyramid(self, pyramid: list[np.ndarray], **kwargs: object) -> None:
         """Show ``pyramid[0]``, downsampling from the coarsest level that is fine enough."""
         self.setImage(pyramid[0], autoLevels=False, **kwargs)
         self._pyramid = pyramid
+        self._pyramid_of = self.image  # setImage may keep a view, not pyramid[0] itself
 
     def render(self) -> None:
         image = self.image
@@ -92,10 +87,15 @@ class FastImageItem(pg.ImageItem):
             return None
         if xds > 1 or yds > 1:
             h, w = image.shape[:2]
-            pyramid = self._pyramid if self._pyramid and self._pyramid[0] is image else [image]
+            pyramid = self._pyramid if self._pyramid and self._pyramid_of is image else [image]
             level = min(int(np.log2(min(xds, yds))), len(pyramid) - 1)
-            image = cv2.resize(pyramid[level], (max(1, w // xds), max(1, h // yds)),
-                               interpolation=cv2.INTER_AREA)
+            size = (max(1, w // xds), max(1, h // yds))
+            # The pyramid level is area-filtered already and less than 2x too fine: a linear
+            # resize finishes it in a few ms (INTER_AREA at a fractional ratio: ~10x slower,
+            # 20-50 ms for a page-sized RGBA overlay, in the GUI thread).
+            src = pyramid[level]
+            fine = src.shape[1] < 2 * size[0] and src.shape[0] < 2 * size[1]
+            image = cv2.resize(src, size, interpolation=cv2.INTER_LINEAR if fine else cv2.INTER_AREA)
             self._lastDownsample = (xds, yds)
         lut = self.lut if not callable(self.lut) else None
         qimage = functions_qimage.try_make_qimage(image, levels=self.levels, lut=lut)
@@ -187,12 +187,6 @@ def posterior_colour_index(snap: Snapshot, mode: str, selected: int) -> np.ndarr
     return (_LEVEL0 + level).astype(np.intp)
 
 
-def pairs_xy(points: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x and y arrays of ``edges`` (E, 2) between ``points`` (N, 2), for connect='pairs'."""
-    ends = points[edges.reshape(-1)]
-    return np.ascontiguousarray(ends[:, 0]), np.ascontiguousarray(ends[:, 1])
-
-
 def polygons_path(polys: np.ndarray) -> QPainterPath:
     """One QPainterPath of many closed polygons ``(P, V, 2)``, built vectorised."""
     if len(polys) == 0:
@@ -207,43 +201,6 @@ def segments_path(segs: np.ndarray) -> QPainterPath:
     if len(segs) == 0:
         return QPainterPath()
     return fn.arrayToQPath(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
-
-
-def region_outlines(prep: Preparation) -> np.ndarray:
-    """Convex hull of each region's samples as segment pairs ``(S, 2, 2)``."""
-    from scipy.spatial import ConvexHull, QhullError
-
-    segs = []
-    for region in prep.regions:
-        pts = prep.samples[prep.sample_region == region.index]
-        if len(pts) >= 3:
-            try:
-                hull = pts[ConvexHull(pts).vertices]
-            except QhullError:
-                hull = None
-        else:
-            hull = None
-        if hull is None:  # degenerate region: its bounding box
-            x0, y0, x1, y1 = region.bbox
-            hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
-        segs.append(np.stack([hull, np.roll(hull, -1, axis=0)], axis=1))
-    return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
-
-
-@dataclass(frozen=True)
-class PrepGeometry:
-    """What the canvas draws of a preparation, computed once in the worker thread (numpy only):
-    x/y of every MRF edge and of the Delaunay edges cut between regions (connect='pairs'),
-    and the region outlines as segments."""
-
-    edge_xy: tuple[np.ndarray, np.ndarray]
-    cut_xy: tuple[np.ndarray, np.ndarray]
-    region_segments: np.ndarray
-
-
-def prep_geometry(prep: Preparation) -> PrepGeometry:
-    cut = _edge_difference(prep.delaunay_edges, prep.edges)
-    return PrepGeometry(pairs_xy(prep.samples, prep.edges), pairs_xy(prep.samples, cut), region_outlines(prep))
 
 
 def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
@@ -619,13 +576,3 @@ class PageCanvas(pg.GraphicsLayoutWidget):
                 self.view.removeItem(item)
             layer.items.clear()
         self.view.removeItem(self.selected_item)
-
-
-def _edge_difference(all_edges: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """Rows of ``all_edges`` not in ``kept`` (both (E, 2), either orientation), vectorised."""
-    if len(all_edges) == 0:
-        return np.zeros((0, 2), dtype=np.intp)
-    a = np.sort(all_edges, axis=1).astype(np.int64)
-    k = np.sort(kept, axis=1).astype(np.int64) if len(kept) else np.zeros((0, 2), np.int64)
-    n = int(max(a.max(), k.max() if len(k) else 0)) + 1
-    return all_edges[~np.isin(a[:, 0] * n + a[:, 1], k[:, 0] * n + k[:, 1])]

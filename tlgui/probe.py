@@ -116,7 +116,7 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
     window.open_page(page)
     probe.start()  # the probe covers loading and preparation too
     ok = wait_until(lambda: window.session.prep is not None and not window.is_busy()
-               or bool(window.banner.text()), timeout)
+               or bool(window.banner.error()), timeout)
     t_prep = time.perf_counter() - t0
     if ok and window.session.prep is not None:
         window.run()
@@ -127,7 +127,7 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
     redraw_default = redraw_times(window, all_layers=False) if window.session.snapshots else [0.0]
     redraw = redraw_times(window) if window.session.snapshots else [0.0]
     result = {
-        "page": page, "ok": ok and not window.banner.text(), "error": window.banner.text(),
+        "page": page, "ok": ok and not window.banner.error(), "error": window.banner.error(),
         "wall_s": round(wall, 2), "prepare_s": round(t_prep, 2),
         "samples": 0 if prep is None else len(prep.samples),
         "edges": 0 if prep is None else len(prep.edges),

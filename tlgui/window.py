@@ -1,8 +1,9 @@
 """The main window: page canvas in the middle, layers and parameters on the left, lines and
 ground truth on the right, run controls, slider and convergence plots below.
 
-Threading: the engine runs in :class:`~tlgui.worker.EngineWorker` on its own QThread; loads,
-exports and ground-truth scoring run on a second one (:class:`~tlgui.worker.TaskWorker`).
+Threading: the engine runs in a process of its own (:mod:`tlgui.engine_process`, so it never
+holds this process' GIL), relayed by :class:`~tlgui.worker.EngineWorker` on a QThread; loads,
+exports and ground-truth scoring run on a second thread (:class:`~tlgui.worker.TaskWorker`).
 Worker signals reach only bound slots of this window (queued, GUI thread).  Snapshots are
 appended to the session as they come, but drawn by a 30 Hz timer, and only the displayed
 one, so a fast engine never floods the GUI thread.
@@ -11,6 +12,7 @@ one, so a fast engine never floods the GUI thread.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -48,7 +50,18 @@ from .canvas import PageCanvas, image_pyramid
 from .edit import EDIT_MODES, LineEditor
 from .panels import GroundTruthPanel, LayerPanel, LineTable, ParameterPanel, PlotsPanel
 from .session import EditModel, Metrics, Session, snapshot_x
-from .worker import PAUSE, RUN, STEP_EM, STEP_SWEEP, EngineWorker, Job, RunControl, TaskWorker, WorkerThread
+from .worker import (
+    PAUSE,
+    RUN,
+    STEP_EM,
+    STEP_SWEEP,
+    EngineProcess,
+    EngineWorker,
+    Job,
+    RunControl,
+    TaskWorker,
+    WorkerThread,
+)
 
 ICONS = Path(__file__).resolve().parent.parent / "resources" / "icons"
 MAX_RECENT = 10
@@ -70,6 +83,34 @@ EXPORTS: dict[str, tuple[str, str, str]] = {
 def app_settings() -> QSettings:
     """The application's settings, always an INI file, so that its folder can hold autosaves."""
     return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "tlgui", "tlgui")
+
+
+def defaults_fingerprint() -> str:
+    """A hash of the shipped default parameters: saved with the user's parameters, so that
+    a new version with other defaults can tell that they were chosen against the old ones."""
+    return hashlib.sha256(Parameters().to_json().encode("utf-8")).hexdigest()[:16]
+
+
+def _json_dict(text: object) -> dict[str, Any] | None:
+    try:
+        data = json.loads(str(text)) if text else None
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def stale_parameters(saved: dict[str, Any], old_defaults: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """What restoring the new defaults over ``saved`` throws away: the saved values that were
+    the user's own (they differ from the defaults of their time, or, when those are unknown,
+    from today's) as ``name=value``, and the defaults that changed as ``name old → new``."""
+    new_defaults = json.loads(Parameters().to_json())
+    basis = old_defaults if old_defaults is not None else new_defaults
+    dropped = [f"{k}={saved[k]}" for k in sorted(saved) if k in basis and saved[k] != basis[k]
+               and saved[k] != new_defaults.get(k)]
+    changed = [] if old_defaults is None else [
+        f"{k} {old_defaults.get(k)} → {new_defaults.get(k)}" for k in sorted(set(old_defaults) | set(new_defaults))
+        if old_defaults.get(k) != new_defaults.get(k)]
+    return dropped, changed
 
 
 def autosave_dir() -> Path:
@@ -94,14 +135,23 @@ class Banner(QWidget):
         self.setAutoFillBackground(True)
         self.hide()
 
-    def show_message(self, text: str, level: str = "error") -> None:
+    level = "error"
+    #: A sticky message (about the session, not the page) stays when another page is opened.
+    sticky = False
+
+    def show_message(self, text: str, level: str = "error", sticky: bool = False) -> None:
         colour = {"error": "#b71c1c", "warning": "#8d6e00", "info": "#1b5e20"}[level]
         self.setStyleSheet(f"background: {colour}; color: white;")
         self.label.setText(text)
+        self.level, self.sticky = level, sticky
         self.show()
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""
+
+    def error(self) -> str:
+        """The shown message if it is an error (warnings and notes are not failures)."""
+        return self.text() if self.level == "error" else ""
 
 
 class MainWindow(QMainWindow):
@@ -371,15 +421,33 @@ class MainWindow(QMainWindow):
             self.statusBar().addPermanentWidget(w)
 
     def _restore_params(self) -> None:
+        """The parameters of the last session, unless the shipped defaults changed since they
+        were saved: then the new defaults, and a note of which remembered values were dropped
+        (an old default saved with the rest must not pass for the user's choice)."""
         text = self.settings.value("params/json")
         if not text:
             return
         try:
             params = Parameters.from_json(str(text))
         except ParameterError as exc:
-            self.banner.show_message(f"Saved parameters ignored: {exc}", "warning")
+            self.banner.show_message(f"Saved parameters ignored: {exc}", "warning", sticky=True)
             return
-        self.param_panel.set_params(params)
+        if self.settings.value("params/defaults_fingerprint") == defaults_fingerprint():
+            self.param_panel.set_params(params)
+            return
+        saved = json.loads(str(text))
+        old_defaults = _json_dict(self.settings.value("params/defaults_json"))
+        dropped, changed = stale_parameters(saved, old_defaults)
+        self.param_panel.set_params(Parameters())  # saved again, with the new fingerprint
+        self.settings.setValue("params/dropped_json", str(text))
+        parts = ["The default parameters changed since your parameters were saved"
+                 + (f" ({', '.join(changed)})" if changed else "") + ": the new defaults are in use."]
+        if dropped:
+            parts.append(f"Remembered values dropped: {', '.join(dropped)}; re-enter them in the "
+                         "Parameters panel if you still want them.")
+        message = " ".join(parts)
+        self.banner.show_message(message, "warning", sticky=True)
+        self.statusBar().showMessage(message, 20000)
 
     def _connect_session(self) -> None:
         self.session.subscribe("current", self._on_session_current)
@@ -387,7 +455,8 @@ class MainWindow(QMainWindow):
         self.session.subscribe("cleared", self._on_session_cleared)
 
     def _start_threads(self) -> None:
-        self.engine = WorkerThread(EngineWorker(), "tlgui-engine")
+        self.engine_process = EngineProcess()
+        self.engine = WorkerThread(EngineWorker(self.engine_process), "tlgui-engine")
         worker = self.engine.worker
         self.runJob.connect(worker.run)
         worker.stage.connect(self._on_stage)
@@ -428,9 +497,12 @@ class MainWindow(QMainWindow):
         """Load a page (off the GUI thread); the current run, if any, is cancelled."""
         path = os.path.abspath(path)
         self._cancel_job()
-        self.banner.hide()
+        if not self.banner.sticky:
+            self.banner.hide()
         self._set_stage("loading")
         self._pending_load = path
+        self.engine_process.start()  # it imports while the page loads
+
         def load() -> tuple[Any, list[np.ndarray]]:
             page = load_page(path)
             return page, image_pyramid(page.gray)
@@ -581,7 +653,8 @@ class MainWindow(QMainWindow):
         self._start_job(em=True, mode=mode)
 
     def stop(self) -> None:
-        """Cancel the run; the worker notices within one message-passing sweep."""
+        """Cancel the run: the engine notices within one message-passing sweep or preparation
+        stage, else its process is killed after engine_process.GRACE_S."""
         if self.job is not None:
             self._cancel_job()
             self._set_stage("stopped")
@@ -929,7 +1002,13 @@ class MainWindow(QMainWindow):
 
     # ================================================================ parameters
     def _on_params_changed(self, params: Parameters) -> None:
+        self._save_params(params)
+
+    def _save_params(self, params: Parameters) -> None:
+        """The parameters, with the defaults they were chosen against (see _restore_params)."""
         self.settings.setValue("params/json", params.to_json())
+        self.settings.setValue("params/defaults_json", Parameters().to_json())
+        self.settings.setValue("params/defaults_fingerprint", defaults_fingerprint())
 
     # ================================================================ ground truth
     def choose_ground_truth(self) -> None:
@@ -1074,7 +1153,7 @@ class MainWindow(QMainWindow):
             return
         self._closed = True
         self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("params/json", self.param_panel.params.to_json())
+        self._save_params(self.param_panel.params)
         self.settings.sync()
         self.draw_timer.stop()
         self._cancel_job()
@@ -1084,6 +1163,7 @@ class MainWindow(QMainWindow):
                        self.tasks.worker.done, self.tasks.worker.failed):
             signal.disconnect()
         self.engine.stop()
+        self.engine_process.close()
         self.tasks.stop()
         self.editor.close()
         self.canvas.close_items()
