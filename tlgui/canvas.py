@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from engine.model import LineSet, Preparation, Snapshot
 
-from .geometry import PrepGeometry, image_pyramid, pairs_xy, prep_geometry
+from .geometry import PrepGeometry, ink_pyramid, pairs_xy, prep_geometry
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
 
@@ -477,7 +477,10 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.ink_item.clear()
             return
         # uint8 0/255 with an alpha ramp lookup table: downsampled strokes stay visible.
-        self.ink_item.set_pyramid(image_pyramid(self.prep.ink.view(np.uint8) * np.uint8(255)), levels=None)
+        pyramid = self.geometry.ink_pyramid if self.geometry is not None else None
+        if pyramid is None or pyramid[0].shape != self.prep.ink.shape:
+            pyramid = ink_pyramid(self.prep.ink)
+        self.ink_item.set_pyramid(pyramid, levels=None)
 
     def _draw_samples(self) -> None:
         if self.prep is None:

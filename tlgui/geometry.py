@@ -61,11 +61,18 @@ class PrepGeometry:
     edge_xy: tuple[np.ndarray, np.ndarray]
     cut_xy: tuple[np.ndarray, np.ndarray]
     region_segments: np.ndarray
+    #: The ink mask as uint8 0/255, as an image pyramid (the ink layer shows it).
+    ink_pyramid: list[np.ndarray] | None = None
 
 
 def prep_geometry(prep: Preparation) -> PrepGeometry:
     cut = _edge_difference(prep.delaunay_edges, prep.edges)
-    return PrepGeometry(pairs_xy(prep.samples, prep.edges), pairs_xy(prep.samples, cut), region_outlines(prep))
+    return PrepGeometry(pairs_xy(prep.samples, prep.edges), pairs_xy(prep.samples, cut), region_outlines(prep),
+                        ink_pyramid(prep.ink))
+
+
+def ink_pyramid(ink: np.ndarray) -> list[np.ndarray]:
+    return image_pyramid(ink.view(np.uint8) * np.uint8(255))
 
 
 def _edge_difference(all_edges: np.ndarray, kept: np.ndarray) -> np.ndarray:

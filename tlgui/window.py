@@ -46,8 +46,9 @@ from engine import export as engine_export
 from engine.io import load_page
 from engine.params import ParameterError, Parameters
 
-from .canvas import PageCanvas, image_pyramid
+from .canvas import PageCanvas
 from .edit import EDIT_MODES, LineEditor
+from .geometry import image_pyramid
 from .panels import GroundTruthPanel, LayerPanel, LineTable, ParameterPanel, PlotsPanel
 from .session import EditModel, Metrics, Session, snapshot_x
 from .worker import (
