@@ -3,8 +3,8 @@
 Every layer is created once and then only updated, shown or hidden.  Layers that are hidden
 are not updated at all; they are marked stale and refreshed when shown, so a run costs only
 what is visible.  Costs that scale with the page (50 k samples, 150 k edges, 20 Mpx images)
-are kept vectorised: one scatter recoloured through a palette index, one curve per edge
-colour class, images downsampled with OpenCV.
+are kept vectorised: one scatter recoloured through a palette index, one graph item that
+strokes only a bounded number of the edges in view, images downsampled with OpenCV.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from engine.model import LineSet, Preparation, Snapshot
 
-from .geometry import PrepGeometry, ink_pyramid, pairs_xy, prep_geometry
+from .geometry import PrepGeometry, ink_pyramid, prep_geometry
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
 
@@ -203,6 +203,12 @@ def segments_path(segs: np.ndarray) -> QPainterPath:
     return fn.arrayToQPath(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
 
 
+def _xy_rows(xy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """``connect='pairs'`` x and y arrays as rows of ``x0, y0, x1, y1``."""
+    x, y = (np.asarray(a, dtype=float).reshape(-1, 2) for a in xy)
+    return np.column_stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]])
+
+
 def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
     """Euclidean distance from point ``p`` (2,) to each segment ``(L, 2, 2)``."""
     a, b = segs[:, 0], segs[:, 1]
@@ -257,6 +263,140 @@ class LinesItem(pg.GraphicsObject):
             painter.fillPath(band, brush)
         for (_band, centre), pen in zip(self.paths, self.pens, strict=False):
             painter.strokePath(centre, pen)
+
+
+class GraphEdgesItem(pg.GraphicsObject):
+    """The Delaunay graph's edges as ONE item that strokes at most ``budget`` segments.
+
+    Edges have a class (0 = both ends on the same line, 1 = on different lines, 2 = cut
+    between regions) and are drawn in three 1-px cosmetic pens without antialiasing.  Only the
+    edges whose bounding box meets a cull rectangle (the view range grown by ``margin`` on
+    each side, recomputed when the view leaves it: hysteresis) are put in the paths; when more
+    than ``budget`` of them meet it, a fixed random subset of them is drawn (each edge has a
+    random rank, the ``budget`` lowest ranks in the rectangle are kept), so zooming in draws
+    more of them, stably, and once at most ``budget`` edges meet the view every one is drawn.
+    """
+
+    COLOURS = ((60, 200, 60), (240, 60, 60), (120, 120, 120))
+
+    def __init__(self, budget: int = 30_000, margin: float = 0.5) -> None:
+        super().__init__()
+        self.budget = budget
+        self.margin = margin
+        self.pens = []
+        for colour in self.COLOURS:
+            pen = QPen(QColor(*colour), 1)
+            pen.setCosmetic(True)
+            self.pens.append(pen)
+        self.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
+
+    # --- data ----------------------------------------------------------------------------
+    def set_edges(self, edges: np.ndarray, cut: np.ndarray) -> None:
+        """Graph edges and cut edges, each ``(E, 4)`` rows of ``x0, y0, x1, y1``."""
+        self.prepareGeometryChange()
+        segs = np.concatenate([np.asarray(edges, float).reshape(-1, 4), np.asarray(cut, float).reshape(-1, 4)])
+        self.n_graph = len(edges)
+        self.segs = segs
+        # Each edge's bounding box as four contiguous arrays (fast to compare and reduce).
+        self.x_lo, self.x_hi = np.minimum(segs[:, 0], segs[:, 2]), np.maximum(segs[:, 0], segs[:, 2])
+        self.y_lo, self.y_hi = np.minimum(segs[:, 1], segs[:, 3]), np.maximum(segs[:, 1], segs[:, 3])
+        self.cls = np.zeros(len(segs), dtype=np.int8)
+        self.cls[self.n_graph:] = 2
+        # A fixed pseudo-random rank per edge (a multiplicative hash: cheaper than a shuffle).
+        self.rank = (np.arange(len(segs), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+        if len(segs):
+            x0, y0, x1, y1 = self.x_lo.min(), self.y_lo.min(), self.x_hi.max(), self.y_hi.max()
+            self.rect = QRectF(x0, y0, x1 - x0, y1 - y0)
+        else:
+            self.rect = QRectF()
+        self.shown = np.zeros(0, dtype=np.intp)  # indices in the paths
+        self.cull_rect: QRectF | None = None  # where ``shown`` is valid
+        self.exact = True  # every edge meeting cull_rect is in ``shown``
+        self.paths: list[QPainterPath] = [QPainterPath() for _ in self.COLOURS]
+        self.update()
+
+    def set_different(self, different: np.ndarray) -> None:
+        """Which graph edges join samples on different lines (bool per graph edge)."""
+        self.cls[: self.n_graph] = np.asarray(different, dtype=np.int8)
+        self._build_paths()
+        self.update()
+
+    def stroked_segments(self) -> int:
+        return len(self.shown)
+
+    def drawn_edges(self) -> np.ndarray:
+        """Indices (into the rows given to :meth:`set_edges`, cut edges after graph ones) of
+        the edges in the paths."""
+        return self.shown
+
+    # --- culling ---------------------------------------------------------------------------
+    def _view_range(self) -> QRectF | None:
+        view = self.getViewBox()
+        if view is None or not hasattr(view, "viewRect"):
+            return None
+        return view.viewRect()  # the item sits in the view's data coordinates, untransformed
+
+    def update_cull(self, force: bool = False) -> None:
+        """Re-select the drawn edges if the view left the cull rectangle, or zoomed in far
+        enough that a thinned selection could be made finer."""
+        view = self._view_range()
+        if view is None or not view.isValid():
+            return
+        cull = self.cull_rect
+        if not force and cull is not None and cull.contains(view) and (
+                self.exact or view.width() * view.height() > cull.width() * cull.height() / 8):
+            return
+        self._select(view)
+        self._build_paths()
+        self.update()
+
+    def _meets(self, r: QRectF) -> np.ndarray:
+        return ((self.x_hi >= r.left()) & (self.x_lo <= r.right())
+                & (self.y_hi >= r.top()) & (self.y_lo <= r.bottom()))
+
+    def _select(self, view: QRectF) -> None:
+        mx, my = view.width() * self.margin, view.height() * self.margin
+        grown = view.adjusted(-mx, -my, mx, my)
+        idx = np.flatnonzero(self._meets(grown))
+        if len(idx) > self.budget:
+            in_view = np.flatnonzero(self._meets(view))
+            if len(in_view) <= self.budget:  # exact for the view itself (no hysteresis margin)
+                grown, idx = view, in_view
+        self.cull_rect = grown
+        self.exact = len(idx) <= self.budget
+        if not self.exact:
+            keep = np.argpartition(self.rank[idx], self.budget - 1)[: self.budget]
+            idx = np.sort(idx[keep])
+        self.shown = idx
+
+    def _build_paths(self) -> None:
+        shown = self.shown
+        cls = self.cls[shown]
+        self.paths = []
+        for k in range(len(self.COLOURS)):
+            segs = self.segs[shown[cls == k]]
+            self.paths.append(segments_path(segs.reshape(-1, 2, 2)))
+
+    # --- QGraphicsItem -----------------------------------------------------------------------
+    def viewRangeChanged(self) -> None:
+        if self.isVisible():
+            self.update_cull()
+
+    def itemChange(self, change: object, value: object) -> object:
+        result = super().itemChange(change, value)
+        if change == QGraphicsItem.GraphicsItemChange.ItemVisibleHasChanged and value:
+            self.update_cull()
+        return result
+
+    def boundingRect(self) -> QRectF:
+        return self.rect
+
+    def paint(self, painter: object, *_args: object) -> None:
+        self.update_cull()  # a view resize, or a range change not yet seen
+        painter.setRenderHint(painter.RenderHint.Antialiasing, False)
+        for path, pen in zip(self.paths, self.pens, strict=True):
+            if not path.isEmpty():
+                painter.strokePath(path, pen)
 
 
 @dataclass
@@ -320,17 +460,14 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._add("ink", self.ink_item, 2)
         self.region_item = pg.PlotCurveItem(pen=pg.mkPen("#ffd000", width=2, style=Qt.PenStyle.DashLine))
         self._add("regions", self.region_item, 3)
-        self.edge_items = {
-            "same": pg.PlotCurveItem(pen=pg.mkPen((60, 200, 60), width=1)),
-            "different": pg.PlotCurveItem(pen=pg.mkPen((240, 60, 60), width=2)),
-            "cut": pg.PlotCurveItem(pen=pg.mkPen((120, 120, 120), width=1)),
-        }
-        for item in self.edge_items.values():
-            self._add("graph", item, 4)
+        # The graph (~150 k edges) strokes only the edges in view, thinned to a bound when
+        # zoomed out: no pixmap cache to refill at every zoom step.
+        self.graph_item = GraphEdgesItem()
+        self._add("graph", self.graph_item, 4)
         # Items that rarely change keep a device pixmap: a snapshot redraw repaints the whole
-        # view, and re-stroking 100 k unchanged edges or re-blitting 50 k samples costs tens
-        # of ms.  (Qt limits a device cache to the exposed area, so zooming in stays cheap.)
-        self._cache_items = [self.edge_items["same"], self.edge_items["cut"], self.region_item]
+        # view, and re-blitting 50 k samples costs tens of ms.  (Qt limits a device cache to
+        # the exposed area, so zooming in stays cheap.)
+        self._cache_items = [self.region_item]
         self.samples_item = PaletteScatter(np.array([[0, 160, 255, 255]]), size=3, pen=None)
         self._add("samples", self.samples_item, 5)
         self._cache_items.append(self.samples_item)
@@ -400,8 +537,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.view.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
         for item in (self.labels_item, self.mismatch_item, self.ink_item):
             item.clear()
-        for item in self.edge_items.values():
-            item.setData([], [])
+        self.graph_item.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
         self._different_mask = None
         self._static_edges = None
         self.region_item.setData([], [])
@@ -501,18 +637,16 @@ class PageCanvas(pg.GraphicsLayoutWidget):
     def _draw_graph(self) -> None:
         """Edges coloured by whether their ends share a line (arg-max) at this snapshot.
 
-        Every MRF edge is drawn once, in the 'same line' colour, by a cached static item; only
-        the edges between different lines (a few per cent) are redrawn per snapshot, over it.
-        """
+        The edges' coordinates are given to the graph item once per preparation; per snapshot
+        only their classes change (and only when some edge changed class)."""
         prep, snap = self.prep, self.snapshot
         if prep is None:
-            for item in self.edge_items.values():
-                item.setData([], [])
+            self.graph_item.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
             return
         if self._static_edges is not prep:
             self._static_edges = prep
-            self.edge_items["cut"].setData(*self.geometry.cut_xy, connect="pairs")
-            self.edge_items["same"].setData(*self.geometry.edge_xy, connect="pairs")
+            self._different_mask = None
+            self.graph_item.set_edges(_xy_rows(self.geometry.edge_xy), _xy_rows(self.geometry.cut_xy))
         edges = prep.edges
         if snap is None or len(snap.entropy) != len(prep.samples):
             different = np.zeros(len(edges), dtype=bool)
@@ -522,7 +656,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if self._different_mask is not None and np.array_equal(different, self._different_mask):
             return  # no edge changed class: keep the drawing
         self._different_mask = different
-        self.edge_items["different"].setData(*pairs_xy(prep.samples, edges[different]), connect="pairs")
+        self.graph_item.set_different(different)
 
     def _clear_lines(self) -> None:
         self.lines_item.set_lines(None)
