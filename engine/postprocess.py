@@ -172,11 +172,9 @@ def nearest_line(xy: np.ndarray, lines: LineSet) -> np.ndarray:
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segmentation:
     """Stage 8 on the state of ``snapshot``: returns the pixel labels and the final lines."""
     final, sample_labels = consolidate_lines(prep, snapshot, params)
-    if len(final) == 0:
-        return Segmentation(labels=np.zeros(prep.shape, np.int32), lines=final,
-                            sample_labels=sample_labels, regions=prep.regions)
-    label_map = final_labels(prep, final, sample_labels)
-    return Segmentation(labels=label_map, lines=final, sample_labels=sample_labels, regions=prep.regions)
+    # final_labels gives an all-background map when no line survived.
+    return Segmentation(labels=final_labels(prep, final, sample_labels), lines=final,
+                        sample_labels=sample_labels, regions=prep.regions)
 
 
 def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters) -> tuple[LineSet, np.ndarray]:

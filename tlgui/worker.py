@@ -16,10 +16,10 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from .engine_process import PAUSE, RUN, STEP_EM, STEP_SWEEP, Cancelled, EngineProcess, Job, RunControl
+from .engine_process import PAUSE, RUN, STEP_EM, STEP_SWEEP, EngineProcess, Job, RunControl
 
-__all__ = ["PAUSE", "RUN", "STEP_EM", "STEP_SWEEP", "Cancelled", "EngineProcess", "EngineWorker", "Job",
-           "RunControl", "TaskWorker", "WorkerThread"]
+__all__ = ["PAUSE", "RUN", "STEP_EM", "STEP_SWEEP", "EngineProcess", "EngineWorker", "Job", "RunControl",
+           "TaskWorker", "WorkerThread"]
 
 
 class EngineWorker(QObject):
