@@ -29,18 +29,27 @@ def component_boxes(components: np.ndarray) -> np.ndarray:
     return boxes
 
 
-def component_heights(components: np.ndarray) -> np.ndarray:
-    """Height in pixels of each component ``(n + 1,)`` (index 0, the background, is 0)."""
-    boxes = component_boxes(components)
+def boxes_from_stats(stats: np.ndarray) -> np.ndarray:
+    """:func:`component_boxes` ``(n, 5)`` from OpenCV's component stats ``(n+1, 5)``
+    (x, y, w, h, area; row 0 the background)."""
+    s = np.asarray(stats, dtype=np.int64)[1:]
+    return np.stack([s[:, 0], s[:, 1], s[:, 0] + s[:, 2], s[:, 1] + s[:, 3], s[:, 4]], axis=1)
+
+
+def component_heights(components: np.ndarray, boxes: np.ndarray | None = None) -> np.ndarray:
+    """Height in pixels of each component ``(n + 1,)`` (index 0, the background, is 0).
+    ``boxes``: the components' :func:`component_boxes` when already known."""
+    boxes = component_boxes(components) if boxes is None else boxes
     return np.concatenate([[0], boxes[:, 3] - boxes[:, 1]]).astype(np.int64)
 
 
-def component_stats(components: np.ndarray) -> ComponentStats:
+def component_stats(components: np.ndarray, boxes: np.ndarray | None = None) -> ComponentStats:
     """Area-weighted median height and width (pixels) of the text components.
 
     The plain mean is pulled down by dots and noise; the area-weighted median follows the
-    words (notes, "Text height"). Page-sized blobs are ignored."""
-    boxes = component_boxes(components)
+    words (notes, "Text height"). Page-sized blobs are ignored. ``boxes``: the components'
+    :func:`component_boxes` when already known."""
+    boxes = component_boxes(components) if boxes is None else boxes
     if len(boxes) == 0:
         return ComponentStats(h_cc=0.0, w_cc=0.0, n_components=0)
     h, w = components.shape

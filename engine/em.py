@@ -12,6 +12,7 @@ started from one EM iteration to the next.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -32,38 +33,58 @@ class _Region:
     graph: mp.RegionGraph
     width: int  # label window W (= L without windows)
     offsets: np.ndarray  # (n,) first label of each sample's window
-    out: np.ndarray  # (2E, W) float32 log messages, relative to the owner's window
-    posterior: np.ndarray  # (n, W) float32
+    # Label-major: one row per window position (see message_passing.sweep for why).
+    out: np.ndarray  # (W, 2E) float32 log messages, relative to the owner's window
+    posterior: np.ndarray  # (W, n) float32
     bias: np.ndarray  # (L,) line-probability parameters theta_l
     power: np.ndarray  # (n,) exponent of p_v
 
     def window_labels(self) -> np.ndarray:
-        """Region-local label of every window entry ``(n, W)``."""
-        return self.offsets[:, None] + np.arange(self.width)[None, :]
+        """Region-local label of every window entry ``(W, n)``."""
+        return self.offsets[None, :] + np.arange(self.width)[:, None]
 
     def dense_posterior(self) -> np.ndarray:
-        """Posterior over all the region's lines ``(n, L)`` (zero outside the window)."""
-        dense = np.zeros((len(self.samples), len(self.lines)), np.float32)
-        np.put_along_axis(dense, self.window_labels(), self.posterior, axis=1)
+        """Posterior over all the region's lines ``(L, n)`` (zero outside the window)."""
+        dense = np.zeros((len(self.lines), len(self.samples)), np.float32)
+        np.put_along_axis(dense, self.window_labels(), self.posterior, axis=0)
         return dense
 
     def line_sums(self, values: np.ndarray) -> np.ndarray:
         """Sum over samples of ``posterior x values[:, None]`` per line ``(L,)``."""
-        return np.bincount(self.window_labels().ravel(), weights=(self.posterior * values[:, None]).ravel(),
+        return np.bincount(self.window_labels().ravel(), weights=(self.posterior * values[None, :]).ravel(),
                            minlength=len(self.lines))
+
+
+# The region graphs of the last preparation seen: merging the initial lines runs EM's first
+# step, then EM runs in full, and the GUI re-runs EM many times on one preparation. Keyed by
+# the identity of the preparation's arrays, checked through weak references (ids are reused).
+_GRAPHS: dict[tuple[int, int, int], tuple[weakref.ref, weakref.ref, list]] = {}
+
+
+def _region_graphs(prep: Preparation, seed: int) -> list[tuple[np.ndarray, mp.RegionGraph]]:
+    """Per region: its samples' global indices and its half-edge graph."""
+    key = (id(prep.edges), id(prep.sample_region), seed)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0]() is prep.edges and hit[1]() is prep.sample_region:
+        return hit[2]
+    result = []
+    edge_region = prep.sample_region[prep.edges[:, 0]] if len(prep.edges) else np.zeros(0, np.int32)
+    for r in range(len(prep.regions)):
+        idx = np.flatnonzero(prep.sample_region == r)
+        local = np.full(len(prep.samples), -1, np.int64)
+        local[idx] = np.arange(len(idx))
+        edges = local[prep.edges[edge_region == r]] if len(prep.edges) else np.zeros((0, 2), np.int64)
+        result.append((idx, mp.build_region_graph(len(idx), edges, seed)))
+    _GRAPHS.clear()
+    _GRAPHS[key] = (weakref.ref(prep.edges), weakref.ref(prep.sample_region), result)
+    return result
 
 
 def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> list[_Region]:
     states = []
-    n_regions = len(prep.regions)
-    edge_region = prep.sample_region[prep.edges[:, 0]] if len(prep.edges) else np.zeros(0, np.int32)
-    for r in range(n_regions):
-        idx = np.flatnonzero(prep.sample_region == r)
+    for r, (idx, graph) in enumerate(_region_graphs(prep, params.seed)):
         own = np.flatnonzero(lines.region == r)
-        local = np.full(len(prep.samples), -1, np.int64)
-        local[idx] = np.arange(len(idx))
-        edges = local[prep.edges[edge_region == r]] if len(prep.edges) else np.zeros((0, 2), np.int64)
-        graph = mp.build_region_graph(len(idx), edges, params.seed)
+        n_edges = len(graph.pair)
         if params.update_rule == "convex":
             power = (1.0 / (params.c_v + graph.degree)).astype(np.float32)
         else:
@@ -73,42 +94,42 @@ def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> lis
         states.append(_Region(
             samples=idx, uv=to_region_frame(prep.samples[idx], prep.regions[r].phi), lines=own,
             graph=graph, width=width, offsets=np.zeros(len(idx), np.int64),
-            out=np.zeros((2 * len(edges), width), np.float32),
-            posterior=np.full((len(idx), width), 1.0 / max(width, 1), np.float32),
+            out=np.zeros((width, 2 * n_edges), np.float32),
+            posterior=np.full((width, len(idx)), 1.0 / max(width, 1), np.float32),
             bias=np.zeros(n_lines), power=power))
     return states
 
 
 def _reindex(arr: np.ndarray, delta: np.ndarray, fill: np.ndarray) -> np.ndarray:
-    """Rows of ``arr (h, W)`` moved to windows starting ``delta`` later; new entries = fill."""
-    w = arr.shape[1]
-    rows = np.flatnonzero(delta)
-    out = arr.copy()
-    pos = np.arange(w)[None, :] + delta[rows, None]
+    """Columns of ``arr (W, h)`` moved to windows starting ``delta`` later; new entries = fill."""
+    w = arr.shape[0]
+    cols = np.flatnonzero(delta)
+    pos = np.arange(w)[:, None] + delta[cols][None, :]
     inside = (pos >= 0) & (pos < w)
-    moved = np.take_along_axis(arr[rows], np.clip(pos, 0, w - 1), axis=1)
-    out[rows] = np.where(inside, moved, fill[rows, None])
-    return out
+    moved = np.take_along_axis(np.take(arr, cols, axis=1), np.clip(pos, 0, w - 1), axis=0)
+    arr[:, cols] = np.where(inside, moved, fill[cols][None, :])
+    return arr
 
 
 def _set_windows(st: _Region, unary: np.ndarray) -> np.ndarray:
-    """Centre each sample's window on its best line under ``unary (n, L)``, carrying the
-    messages and posteriors over (warm start). Returns the unary in the windows ``(n, W)``."""
-    n_lines = unary.shape[1]
+    """Centre each sample's window on its best line under ``unary (L, n)``, carrying the
+    messages and posteriors over (warm start). Returns the unary in the windows ``(W, n)``."""
+    n_lines = unary.shape[0]
     if st.width < n_lines:
-        best = unary.argmax(axis=1)
+        best = unary.argmax(axis=0)
         new = np.clip(best - st.width // 2, 0, n_lines - st.width)
         delta = new - st.offsets
         if np.any(delta):
             st.posterior = _reindex(st.posterior, delta, np.zeros(len(delta), np.float32))
-            if len(st.out):
+            if st.out.size:
                 owner_delta = delta[st.graph.owner]
                 fill = np.zeros(len(owner_delta), np.float32)
                 moved = owner_delta != 0
-                fill[moved] = st.out[moved].min(axis=1)
+                fill[moved] = np.take(st.out, np.flatnonzero(moved), axis=1).min(axis=0)
                 st.out = _reindex(st.out, owner_delta, fill)
             st.offsets = new
-    return np.take_along_axis(unary, st.window_labels(), axis=1)
+        return np.take_along_axis(unary, st.window_labels(), axis=0)
+    return unary
 
 
 def _check_lines(prep: Preparation, lines: LineSet) -> None:
@@ -126,11 +147,11 @@ def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: fl
     for st in states:
         sub = lines.take(st.lines)
         space = interline_space(sub, default=2.0 * h_cc, min_gap=0.5 * h_cc)
-        u = log_unary(st.uv, sub, space, params.r)
-        if u.shape[1]:
+        u = np.ascontiguousarray(log_unary(st.uv, sub, space, params.r).T)  # (L, n)
+        if u.shape[0] and u.shape[1]:
             # Lines far worse than a sample's best carry no information for it; flooring
             # keeps every log message finite.
-            u = np.maximum(u, u.max(axis=1, keepdims=True) - np.float32(params.candidate_nats))
+            np.maximum(u, u.max(axis=0) - np.float32(params.candidate_nats), out=u)
         result.append(u)
     return result
 
@@ -139,14 +160,14 @@ def _log_likelihood(unaries: list[np.ndarray]) -> float:
     total, count = 0.0, 0
     for u in unaries:
         if u.shape[1] and u.shape[0]:
-            m = u.max(axis=1)
-            total += float((m + np.log(np.exp(u - m[:, None]).sum(axis=1))).sum())
-            count += u.shape[0]
+            m = u.max(axis=0)
+            total += float((m + np.log(np.exp(u - m).sum(axis=0))).sum())
+            count += u.shape[1]
     return total / max(count, 1)
 
 
 def _windowed(states: list[_Region], unaries: list[np.ndarray]) -> list[np.ndarray]:
-    return [_set_windows(st, u) if u.shape[1] else u for st, u in zip(states, unaries, strict=True)]
+    return [_set_windows(st, u) if u.shape[0] else u for st, u in zip(states, unaries, strict=True)]
 
 
 def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteration: int,
@@ -157,7 +178,7 @@ def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteratio
     post_probs = np.zeros((n, top_k), np.float16)
     entropy = np.zeros(n, np.float16)
     for st in states:
-        p = st.posterior
+        p = st.posterior.T  # (n, W)
         if p.shape[1] == 0 or p.shape[0] == 0:
             continue
         k = min(top_k, p.shape[1])
@@ -165,7 +186,8 @@ def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteratio
         post_lines[st.samples, :k] = st.lines[st.offsets[:, None] + order]
         post_probs[st.samples, :k] = np.take_along_axis(p, order, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            entropy[st.samples] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+            entropy[st.samples] = -np.where(st.posterior > 0, st.posterior * np.log(st.posterior),
+                                            0.0).sum(axis=0)
     return Snapshot(iteration=iteration, sweep=sweep, lines=lines, posterior_lines=post_lines,
                     posterior_probs=post_probs, entropy=entropy,
                     theta=(float(theta[0]), float(theta[1]), float(theta[2])), kl=float(kl),
@@ -198,7 +220,7 @@ def _best_lines(states: list[_Region], n: int) -> np.ndarray:
     best = np.full(n, -1, np.int64)
     for st in states:
         if st.posterior.shape[0] and st.posterior.shape[1]:
-            best[st.samples] = st.lines[st.offsets + st.posterior.argmax(axis=1)]
+            best[st.samples] = st.lines[st.offsets + st.posterior.argmax(axis=0)]
     return best
 
 
@@ -212,7 +234,7 @@ def _kl(states: list[_Region], previous: list[np.ndarray] | None) -> float:
         p = np.maximum(st.dense_posterior().astype(np.float64), 1e-12)
         q = np.maximum(old.astype(np.float64), 1e-12)
         total += float((p * np.log(p / q)).sum())
-        count += st.posterior.shape[0]
+        count += st.posterior.shape[1]
     return total / max(count, 1)
 
 
@@ -233,9 +255,9 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     unaries = _unaries(states, lines, params, h_cc)
     ll = _log_likelihood(unaries)
     for st, u in zip(states, _windowed(states, unaries), strict=True):
-        if u.shape[1]:
-            p = np.exp(u - u.max(axis=1, keepdims=True))
-            st.posterior[:] = p / p.sum(axis=1, keepdims=True)
+        if u.shape[0] and u.shape[1]:
+            p = np.exp(u - u.max(axis=0))
+            st.posterior[:] = p / p.sum(axis=0)
     yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), ll, t0, 0,
                     False, params.snapshot_top_k)
     total_sweeps = 0
@@ -249,13 +271,13 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
         for sweep_index in range(1, params.mp_max_sweeps + 1):
             # Theta step (Algorithm 2, first loop): one Armijo step on the pooled edge statistics.
             q = [mp.edge_class_fractions(st.out, st.graph, sh) for st, sh in zip(states, shifts, strict=True)
-                 if st.out.shape[1]]
+                 if st.out.shape[0]]
             if q:
                 theta, _ = mp.learn_theta(np.concatenate(q), theta, moments)
             change = 0.0
             damping = params.damping if params.update_rule == "bethe" else 0.0
             for st, u, sh in zip(states, unaries, shifts, strict=True):
-                if u.shape[1] == 0 or u.shape[0] == 0:
+                if u.shape[0] == 0 or u.shape[1] == 0:
                     continue
                 bias = st.bias.astype(np.float32)[st.window_labels()]
                 change = max(change, mp.sweep(u - bias, st.out, st.graph, theta, st.power, damping,

@@ -67,13 +67,22 @@ def remove_specks(labels: np.ndarray, stats: np.ndarray, params: Parameters
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Drop components smaller than ``speck_ratio`` x the area-weighted median component area
     (and than ``min_speck_area``); relabel the rest 1..n. Returns (ink, labels)."""
+    ink, out, _ = _remove_specks(labels, stats, params)
+    return ink, out
+
+
+def _remove_specks(labels: np.ndarray, stats: np.ndarray, params: Parameters
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`remove_specks`, also returning the stats ``(n+1, 5)`` of the kept components
+    (relabelling keeps their order, so their rows are the kept rows of ``stats``)."""
     area = stats[1:, 4].astype(float)
     if len(area) == 0:
-        return labels > 0, labels
+        return labels > 0, labels, stats
     median_area = weighted_median(area, area)
     min_area = max(params.min_speck_area, params.speck_ratio * median_area)
-    out = keep_components(labels, np.concatenate([[False], area >= min_area]))
-    return out > 0, out
+    keep = np.concatenate([[False], area >= min_area])
+    out = keep_components(labels, keep)
+    return out > 0, out, np.concatenate([stats[:1], stats[keep]])
 
 
 def keep_components(labels: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -89,6 +98,13 @@ def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
 
     Grey/colour pages: a first Otsu pass measures the text height, which sets the Sauvola
     window (``sauvola_window`` x H_cc, the notes' 2-3 x text height)."""
+    ink, labels, _ = ink_components(page, params)
+    return ink, labels
+
+
+def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`ink_mask` plus each component's box and area ``(n+1, 5)`` (x, y, w, h, area;
+    row 0 the background), read off the labelling pass instead of a second scan of the page."""
     gray = page.gray
     if page.bilevel:
         ink = gray < 128
@@ -108,7 +124,7 @@ def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
             ink &= gray < paper_level * (1.0 - params.sauvola_k / 2)
     labels, stats = label_components(ink)
     labels, stats = remove_non_text(labels, stats, gray.shape)
-    return remove_specks(labels, stats, params)
+    return _remove_specks(labels, stats, params)
 
 
 def remove_non_text(labels: np.ndarray, stats: np.ndarray, shape: tuple[int, int]

