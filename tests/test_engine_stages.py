@@ -10,13 +10,13 @@ import math
 import cv2
 import numpy as np
 import pytest
-from scipy.spatial import Delaunay
+from scipy.spatial import ConvexHull, Delaunay
 from synthetic import make_page
 
 from engine import initial_lines
 from engine import message_passing as mp
 from engine.components import boxes_from_stats, component_boxes, component_stats
-from engine.graph import colour_classes, delaunay_edges
+from engine.graph import colour_classes, delaunay_edges, delaunay_triangles
 from engine.ink import ink_components, ink_mask
 from engine.model import ComponentStats, LineSet, Page
 from engine.params import Parameters
@@ -499,3 +499,47 @@ def test_interline_space_of_parallel_lines():
         assert space[0] == pytest.approx(d, rel=1e-3) and space[2] == pytest.approx(d, rel=1e-3)
     alone = _lineset([0.0], [0.0], [0.0], [3.0], [100.0])
     assert interline_space(alone, default=42.0)[0] == 42.0
+
+
+# --------------------------------------------------------------------------- Delaunay on the pixel grid
+
+
+def _in_circumcircle(pts: np.ndarray, tri: np.ndarray) -> np.ndarray:
+    """(T, N) bool: point n strictly inside the circumcircle of triangle t (exact integers)."""
+    p = pts.astype(np.int64)
+    a, b, c = p[tri[:, 0]], p[tri[:, 1]], p[tri[:, 2]]
+    orient = np.sign((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+    rows = []
+    for q in (a, b, c):
+        d = q[:, None, :] - p[None, :, :]  # (T, N, 2)
+        rows.append(np.concatenate([d, (d ** 2).sum(axis=2, keepdims=True)], axis=2))
+    m = np.stack(rows, axis=2)  # (T, N, 3, 3)
+    det = (m[..., 0, 0] * (m[..., 1, 1] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 1])
+           - m[..., 0, 1] * (m[..., 1, 0] * m[..., 2, 2] - m[..., 1, 2] * m[..., 2, 0])
+           + m[..., 0, 2] * (m[..., 1, 0] * m[..., 2, 1] - m[..., 1, 1] * m[..., 2, 0]))
+    return det * orient[:, None] > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pixel_grid_delaunay_is_a_full_delaunay_triangulation(seed):
+    """Integer points (pixel samples, with many cocircular quadruples and collinear runs) go
+    through OpenCV: every triangle has an empty circumcircle, none is degenerate, and they
+    tile the convex hull (their areas sum to the hull's; as many triangles as Qhull's)."""
+    rng = np.random.default_rng(seed)
+    grid = np.stack(np.meshgrid(np.arange(60), np.arange(40)), axis=-1).reshape(-1, 2)
+    pts = grid[rng.choice(len(grid), 400, replace=False)].astype(np.float64) + [1000, 30]
+    pts = pts[np.lexsort((pts[:, 0], pts[:, 1]))]
+    tri = delaunay_triangles(pts)
+    assert len(tri) == len(Delaunay(pts).simplices)
+    assert not _in_circumcircle(pts, tri).any()
+    p = pts[tri]
+    area = (p[:, 1, 0] - p[:, 0, 0]) * (p[:, 2, 1] - p[:, 0, 1]) - (p[:, 1, 1] - p[:, 0, 1]) * (p[:, 2, 0] - p[:, 0, 0])
+    assert np.all(area != 0)
+    assert np.abs(area).sum() / 2 == pytest.approx(ConvexHull(pts).volume, abs=1e-6)
+
+
+def test_pixel_grid_delaunay_falls_back_on_repeated_points():
+    """A repeated point cannot be mapped back from OpenCV's triangles: Qhull answers instead."""
+    pts = np.array([[0.0, 0.0], [10, 0], [0, 10], [10, 10], [5, 4], [5, 4]])
+    tri = delaunay_triangles(pts)
+    assert len(tri) == len(Delaunay(pts).simplices)
