@@ -164,8 +164,9 @@ def edge_class_fractions(out: np.ndarray, graph: RegionGraph, shift: np.ndarray 
         adjacent = (mi * gm).sum(axis=0, dtype=np.float64)
     total = mi.sum(axis=0, dtype=np.float64) * mj.sum(axis=0, dtype=np.float64)
     far = np.maximum(total - same - adjacent, 0.0)
-    q = np.stack([same, adjacent, far], axis=1)
-    return q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
+    q = np.stack([same, adjacent, far])  # (3, E): sums over the three classes are row operations
+    q /= np.maximum(q.sum(axis=0), 1e-300)
+    return q.T
 
 
 def class_marginals(q: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -182,12 +183,21 @@ def learn_theta(q: np.ndarray, theta: np.ndarray, moments: np.ndarray,
     if len(q) == 0:
         return theta, 0.0
     mu = np.asarray(moments, dtype=np.float64)
+    qt = np.ascontiguousarray(np.asarray(q, dtype=np.float64).T)  # (3, E): no slow 3-wide rows
+
+    def partition(t: np.ndarray) -> np.ndarray:
+        w = np.exp(-(t - t.min()))
+        z = qt[0] * w[0]
+        z += qt[1] * w[1]
+        z += qt[2] * w[2]
+        return np.maximum(z, 1e-300)
 
     def dual(t: np.ndarray) -> float:
-        return float(np.log(np.maximum((q * np.exp(-(t - t.min()))).sum(axis=1), 1e-300)).mean()
-                     - t.min() + t @ mu)
+        return float(np.log(partition(t)).mean() - t.min() + t @ mu)
 
-    expected = class_marginals(q, theta).mean(axis=0)
+    weights = pairwise_weights(theta)
+    inv_z = 1.0 / partition(theta)
+    expected = np.array([float((qt[k] * inv_z).mean()) * weights[k] for k in range(3)])
     grad = mu - expected
     g0 = dual(theta)
     step = step0

@@ -17,8 +17,12 @@ def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(ink_index))
     n_uniform = int(round(ratio * len(ink_index)))
-    # The first occurrence of each component in a random order is a uniform pick within it.
-    _, first = np.unique(flat[ink_index[order]], return_index=True)
+    # The first occurrence of each component in a random order is a uniform pick within it
+    # (found with minimum.at: O(n), where np.unique sorts the million ink pixels).
+    labels = flat[ink_index[order]]
+    first = np.full(int(labels.max()) + 1, len(labels), np.int64)
+    np.minimum.at(first, labels, np.arange(len(labels)))
+    first = first[first < len(labels)]
     chosen = np.union1d(order[:n_uniform], order[first])
     pixels = ink_index[chosen]  # sorted: raster order, so results do not depend on the draw order
     width = components.shape[1]
