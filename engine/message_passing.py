@@ -33,6 +33,13 @@ from .graph import colour_classes
 
 _TINY = np.float32(1e-30)
 THETA_LIMIT = 10.0
+# Log messages are kept within MESSAGE_FLOOR nats of their maximum and log posteriors within
+# EXP_FLOOR: a label e^-40 times less likely than the best is as good as impossible (the unary
+# itself is floored 30 nats down), and exp of float32 below about -87 underflows into a slow
+# path (twice the cost of the whole exp at 12 % of such entries); products of two floored
+# messages (e^-80) stay normal floats.
+MESSAGE_FLOOR = np.float32(-40.0)
+EXP_FLOOR = np.float32(-80.0)
 
 
 @dataclass(frozen=True)
@@ -234,7 +241,11 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
         if not unit_power:
             logp *= power[verts]
         logp -= logp.max(axis=0)
-        logp -= np.log(np.exp(logp).sum(axis=0))
+        np.maximum(logp, EXP_FLOOR, out=logp)
+        p = np.exp(logp)
+        total = p.sum(axis=0)
+        p /= total
+        logp -= np.log(total)
         counts = np.diff(np.append(starts, stop - start))
         new = np.repeat(logp, counts, axis=1)
         new -= incoming
@@ -243,8 +254,8 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
             new *= 1.0 - damping
             new += damping * out[:, start:stop]
             new -= new.max(axis=0)
+        np.maximum(new, MESSAGE_FLOOR, out=new)
         out[:, start:stop] = new
-        p = np.exp(logp)
         old = np.take(posterior, verts, axis=1)
         change += float(np.abs(p - old).max(axis=0).sum())
         posterior[:, verts] = p
