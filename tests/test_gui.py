@@ -20,7 +20,7 @@ from synthetic import make_page
 
 from engine import export as engine_export
 from engine.params import Parameters
-from tlgui.canvas import PageCanvas, posterior_colour_index
+from tlgui.canvas import POSTERIOR_PALETTE, DotsItem, PageCanvas, posterior_colour_index, premultiplied_argb
 from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.session import EditModel, lines_table
 from tlgui.window import MainWindow, app_settings
@@ -111,8 +111,11 @@ def test_graph_layer_draws_bounded_edges_exact_when_zoomed_in(
     canvas.viewport().repaint()
 
     def stroked() -> int:
-        n = sum(path.elementCount() for path in graph.paths) // 2  # moveTo + lineTo per edge
+        n = sum(len(lines) for lines in graph.lines)  # one QLineF per stroked edge
         assert n == graph.stroked_segments() == len(graph.drawn_edges())
+        for k, lines in enumerate(graph.lines):  # each colour holds exactly its class's edges
+            mine = graph.shown[graph.cls[graph.shown] == k]
+            np.testing.assert_array_equal(lines.ndarray(), graph.segs[mine])
         return n
 
     # Full page: a bounded (and non-trivial) sample of the edges is stroked.
@@ -166,7 +169,8 @@ def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str)
     first = session.snapshots[0]
     canvas = window.canvas
     expected = posterior_colour_index(first, "argmax", 0)
-    assert np.array_equal(canvas.posterior_item.data["brush"], canvas.posterior_item._brushes[expected])
+    assert np.array_equal(canvas.posterior_item.index, expected)
+    assert np.array_equal(canvas.posterior_item.colours, premultiplied_argb(POSTERIOR_PALETTE)[expected])
     qtbot.waitUntil(window.settled, timeout=2_000)  # table and plots follow a few ticks later
     np.testing.assert_allclose(window.line_table.table_model.values, lines_table(first.lines))
     assert window.plots.markers["kl"].value() == pytest.approx(first.iteration)
@@ -305,6 +309,36 @@ def test_geometry_helpers() -> None:
     np.testing.assert_allclose(merged, [[0, 0], [20, 0]])
 
 
+def test_dots_item_rasterises_each_point_in_its_colour(qtbot: object) -> None:
+    """The dots layer paints a size x size square of each point's palette colour at its
+    mapped position (also across the device's edge), and nothing anywhere else."""
+    from PySide6.QtGui import QImage, QPainter, QTransform
+
+    palette = np.array([[255, 0, 0, 255], [0, 0, 255, 128], [0, 255, 0, 255]], dtype=np.uint8)
+    dots = DotsItem(palette, size=3)
+    xy = np.array([[2.0, 3.0], [10.2, 5.7], [0.0, 0.0], [19.5, 9.5], [100.0, 100.0]])
+    dots.set_points(xy, np.array([0, 1, 2, 0, 1]))
+    assert dots.count() == 5 and dots.boundingRect().contains(10.2, 5.7)
+    image = QImage(20, 10, QImage.Format.Format_ARGB32_Premultiplied)
+    image.fill(0)
+    painter = QPainter(image)
+    painter.setTransform(QTransform.fromScale(2.0, 1.0))  # device x = 2 x
+    dots.paint(painter, None, None)
+    painter.end()
+    ptr = image.constBits()
+    got = np.frombuffer(ptr, dtype=np.uint32, count=20 * 10).reshape(10, 20).copy()
+    argb = premultiplied_argb(palette)
+    want = np.zeros((10, 20), dtype=np.uint32)
+    for (x, y), k in zip([(4, 3), (20, 5), (0, 0), (39, 9), (200, 100)], [0, 1, 2, 0, 1], strict=True):
+        want[max(0, y - 1): y + 2, max(0, x - 1): x + 2] = argb[k]
+    assert np.array_equal(got, want)
+    assert argb[1] >> 24 == 128 and (argb[1] & 0xFF) == 128  # premultiplied blue at half alpha
+    with pytest.raises(ValueError):
+        dots.set_colour_index(np.zeros(3, dtype=int))
+    dots.clear()
+    assert dots.count() == 0 and dots.boundingRect().isNull()
+
+
 def test_exports_read_back(qtbot: object, window: MainWindow, page_path: str, tmp_path: Path) -> None:
     open_and_prepare(qtbot, window, page_path)
     run_to_end(qtbot, window)
@@ -402,6 +436,40 @@ def test_engine_crash_is_a_message_and_keeps_edits(qtbot: object, window: MainWi
     run_to_end(qtbot, window)  # the window recovers
     assert window.engine_process.pid != pid
     assert len(window.session.snapshots[0].lines) == len(edited)
+
+
+def test_messages_round_trip_through_a_pipe() -> None:
+    """Pickled messages with out-of-band arrays (larger than a pipe's buffer) arrive equal
+    and writable; a closed pipe is an EOFError, a message cut short an OSError."""
+    import threading
+    from multiprocessing.connection import Connection
+
+    from tlgui.engine_process import recv_message, send_message
+
+    rng = np.random.default_rng(0)
+    msg = ("finished", 7, {"labels": rng.integers(0, 99, (700, 500), dtype=np.int32),
+                           "rgba": [rng.integers(0, 255, (300, 200, 4), dtype=np.uint8)],
+                           "empty": np.zeros((0, 2)), "text": "ok"})
+    r, w = os.pipe()
+    reader, writer = Connection(r, writable=False), Connection(w, readable=False)
+    sender = threading.Thread(target=lambda: [send_message(writer, msg) for _ in range(2)])
+    sender.start()
+    for _ in range(2):
+        got = recv_message(reader)
+        assert got[:2] == msg[:2] and got[2]["text"] == "ok"
+        for key in ("labels", "empty"):
+            np.testing.assert_array_equal(got[2][key], msg[2][key])
+            assert got[2][key].dtype == msg[2][key].dtype
+        np.testing.assert_array_equal(got[2]["rgba"][0], msg[2]["rgba"][0])
+        got[2]["labels"][0, 0] = -1  # writable
+    sender.join()
+    os.write(w, (12).to_bytes(4, "big") + b"abcde")  # a 12-byte message cut short
+    writer.close()
+    with pytest.raises(OSError):
+        recv_message(reader)
+    with pytest.raises(EOFError):
+        recv_message(reader)
+    reader.close()
 
 
 def test_engine_process_failure_and_kill_on_cancel(tmp_path: Path, synthetic_page: object) -> None:
@@ -531,7 +599,7 @@ def test_layers_toggle_without_recreating(qtbot: object, window: MainWindow, pag
         assert all(item.isVisible() for item in canvas.layers[name].items)
         assert all(item.opacity() == pytest.approx(0.4) for item in canvas.layers[name].items)
     assert {name: list(layer.items) for name, layer in canvas.layers.items()} == items
-    assert len(canvas.samples_item.data) == len(window.session.prep.samples)
+    assert canvas.samples_item.count() == len(window.session.prep.samples)
     for mode in ("selected", "entropy", "argmax"):
         canvas.set_posterior_mode(mode)
     # Layer switches are remembered for the next session.

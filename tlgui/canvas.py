@@ -3,7 +3,8 @@
 Every layer is created once and then only updated, shown or hidden.  Layers that are hidden
 are not updated at all; they are marked stale and refreshed when shown, so a run costs only
 what is visible.  Costs that scale with the page (50 k samples, 150 k edges, 20 Mpx images)
-are kept vectorised: one scatter recoloured through a palette index, one graph item that
+are kept vectorised: one dots item recoloured through a palette index and rasterised with
+NumPy, one graph item that
 strokes only a bounded number of the edges in view, images downsampled with OpenCV.
 """
 
@@ -18,8 +19,9 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph import functions as fn
 from pyqtgraph import functions_qimage
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
+from pyqtgraph.Qt.internals import PrimitiveArray
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QBrush, QColor, QImage, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from engine.model import LineSet, Preparation, Snapshot
@@ -109,50 +111,133 @@ class FastImageItem(pg.ImageItem):
         return None
 
 
-class PaletteScatter(pg.ScatterPlotItem):
-    """A pixel-mode scatter recoloured by an index into a fixed palette, in one array step.
+def premultiplied_argb(palette: np.ndarray) -> np.ndarray:
+    """RGBA rows (uint8) as premultiplied ``0xAARRGGBB`` words (QImage's ARGB32_Premultiplied)."""
+    rgba = np.asarray(palette, dtype=np.uint32).reshape(-1, 4)
+    a = rgba[:, 3]
+    r, g, b = ((rgba[:, i] * a + 127) // 255 for i in range(3))
+    return (a << 24) | (r << 16) | (g << 8) | b
 
-    pyqtgraph's ``setBrush(list)`` looks every point up in its symbol atlas in Python
-    (tens of ms for 50 k points); here the atlas is asked once per palette entry and the
-    points' source rectangles are gathered with one fancy index.
+
+class DotsItem(pg.GraphicsObject):
+    """Many dots of ``size`` screen pixels, each coloured through an index into a fixed
+    palette, as ONE item painted by rasterising them with NumPy.
+
+    ``pg.ScatterPlotItem`` makes every point a ``drawPixmapFragments`` fragment (10-30 ms for
+    50 k points at every repaint) and replacing its points fills a record array with Python
+    objects (about 25 ms); here the points are two float arrays, a recolouring is one palette
+    lookup, and a paint maps the points to device pixels, writes each dot's ``size`` x ``size``
+    square into a premultiplied ARGB buffer of the part of the device they cover, and draws
+    that buffer as one image (a few ms).  Where dots overlap, a later point's centre wins.
     """
 
-    def __init__(self, palette: np.ndarray, **kwargs: object) -> None:
-        super().__init__(pxMode=True, **kwargs)
-        self._brushes = np.empty(len(palette), dtype=object)
-        for i, rgba in enumerate(palette):
-            self._brushes[i] = QBrush(QColor(*(int(c) for c in rgba)))
+    def __init__(self, palette: np.ndarray, size: int = 3) -> None:
+        super().__init__()
+        self.palette = np.asarray(palette, dtype=np.uint8).reshape(-1, 4)
+        self._argb = premultiplied_argb(self.palette)
+        self.size = int(size)
+        self._buffer = np.zeros(0, dtype=np.uint32)  # reused between paints
+        self.clear()
 
-    def mouseClickEvent(self, ev: object) -> None:
-        # The base class looks the click up among all points (making 50 k SpotItems) and
-        # swallows it; the canvas picks lines itself.
-        ev.ignore()
+    # --- data ----------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.set_points(np.zeros((0, 2)))
+
+    def count(self) -> int:
+        return len(self.x)
 
     def set_points(self, xy: np.ndarray, index: np.ndarray | None = None) -> None:
-        """Replace every point at once (``setData`` would look each one up in the atlas)."""
-        data = np.empty(len(xy), dtype=self.data.dtype)  # object fields start as None
-        data["x"] = xy[:, 0]
-        data["y"] = xy[:, 1]
-        data["size"] = -1  # pyqtgraph's "use the item's size"
-        data["visible"] = True
-        data["hovered"] = False
-        self.data = data
+        """Replace every point (``(N, 2)`` x, y), coloured by ``index`` (palette entry 0 if None)."""
+        xy = np.asarray(xy, dtype=float).reshape(-1, 2)
         self.prepareGeometryChange()
-        self.informViewBoundsChanged()
-        self.bounds = [None, None]
+        self.x = np.ascontiguousarray(xy[:, 0])
+        self.y = np.ascontiguousarray(xy[:, 1])
+        if len(xy):
+            x0, y0, x1, y1 = self.x.min(), self.y.min(), self.x.max(), self.y.max()
+            self.rect = QRectF(x0, y0, x1 - x0, y1 - y0)
+        else:
+            self.rect = QRectF()
         self.set_colour_index(np.zeros(len(xy), dtype=np.intp) if index is None else index)
-        self.sigPlotChanged.emit(self)
 
     def set_colour_index(self, index: np.ndarray) -> None:
-        if len(index) != len(self.data):
-            raise ValueError(f"{len(index)} colour indices for {len(self.data)} points")
-        styles = [(self.opts["symbol"], self.opts["size"], self.opts["pen"], b) for b in self._brushes]
-        rects = np.array([tuple(c) for c in self.fragmentAtlas[styles]],
-                         dtype=self.data["sourceRect"].dtype)
-        self.data["brush"] = self._brushes[index]
-        self.data["sourceRect"] = rects[index]
-        self._updateMaxSpotSizes()
-        self.invalidate()
+        index = np.asarray(index)
+        if len(index) != len(self.x):
+            raise ValueError(f"{len(index)} colour indices for {len(self.x)} points")
+        self.index = index.astype(np.intp, copy=True)
+        self.colours = self._argb[self.index]
+        self.update()
+
+    # --- QGraphicsItem -----------------------------------------------------------------------
+    def boundingRect(self) -> QRectF:
+        if len(self.x) == 0:
+            return QRectF()
+        # The dots are ``size`` screen pixels wide whatever the zoom: pad by that much.
+        px, py = self.pixelVectors()
+        pad_x = 0.0 if px is None else px.length() * self.size
+        pad_y = 0.0 if py is None else py.length() * self.size
+        return self.rect.adjusted(-pad_x, -pad_y, pad_x, pad_y)
+
+    def viewTransformChanged(self) -> None:
+        self.prepareGeometryChange()  # the pixel padding of the bounding rect changed
+        super().viewTransformChanged()
+
+    def raster(self, transform: object, width: int, height: int) -> tuple[int, int, np.ndarray] | None:
+        """The dots mapped by ``transform`` and clipped to ``(0, 0, width, height)``:
+        ``(x0, y0, argb)`` with ``argb`` (h, w) uint32 premultiplied, or None if none shows."""
+        if len(self.x) == 0 or width <= 0 or height <= 0:
+            return None
+        t = transform
+        sx = self.x * t.m11() + self.y * t.m21() + t.dx()
+        sy = self.x * t.m12() + self.y * t.m22() + t.dy()
+        lo = -(self.size // 2)
+        offsets = range(lo, lo + self.size)
+        hi = lo + self.size - 1
+        with np.errstate(invalid="ignore"):
+            ix = np.floor(np.clip(sx, -1e9, 1e9)).astype(np.int64)
+            iy = np.floor(np.clip(sy, -1e9, 1e9)).astype(np.int64)
+        near = (ix + hi >= 0) & (ix + lo < width) & (iy + hi >= 0) & (iy + lo < height)
+        if not near.any():
+            return None
+        ix, iy, colours = ix[near], iy[near], self.colours[near]
+        x0, x1 = max(0, int(ix.min()) + lo), min(width, int(ix.max()) + hi + 1)
+        y0, y1 = max(0, int(iy.min()) + lo), min(height, int(iy.max()) + hi + 1)
+        w, h = x1 - x0, y1 - y0
+        ix -= x0
+        iy -= y0
+        if len(self._buffer) < w * h:
+            self._buffer = np.zeros(w * h, dtype=np.uint32)
+        buf = self._buffer[: w * h]
+        buf.fill(0)
+        inner = (ix + lo >= 0) & (ix + hi < w) & (iy + lo >= 0) & (iy + hi < h)
+        base, c_in = iy[inner] * w + ix[inner], colours[inner]
+        bx, by, c_out = ix[~inner], iy[~inner], colours[~inner]
+        # The centre offset last, so that every point's own pixel shows its colour unless a
+        # later point's centre falls on it.
+        order = sorted(((oy, ox) for oy in offsets for ox in offsets), key=lambda o: o == (0, 0))
+        for oy, ox in order:
+            buf[base + (oy * w + ox)] = c_in
+            if len(bx):
+                xs, ys = bx + ox, by + oy
+                ok = (xs >= 0) & (xs < w) & (ys >= 0) & (ys < h)
+                buf[ys[ok] * w + xs[ok]] = c_out[ok]
+        return x0, y0, buf.reshape(h, w)
+
+    def paint(self, painter: object, *_args: object) -> None:
+        device = painter.device()
+        if device is None:
+            return
+        ratio = device.devicePixelRatioF() or 1.0
+        width = int(np.ceil(device.width() / ratio))
+        height = int(np.ceil(device.height() / ratio))
+        out = self.raster(painter.transform(), width, height)
+        if out is None:
+            return
+        x0, y0, argb = out
+        image = fn.ndarray_to_qimage(argb, QImage.Format.Format_ARGB32_Premultiplied)
+        painter.save()
+        painter.resetTransform()
+        painter.drawImage(QPointF(x0, y0), image)
+        painter.restore()
 
 
 def _posterior_palette() -> np.ndarray:
@@ -271,24 +356,41 @@ class GraphEdgesItem(pg.GraphicsObject):
     Edges have a class (0 = both ends on the same line, 1 = on different lines, 2 = cut
     between regions) and are drawn in three 1-px cosmetic pens without antialiasing.  Only the
     edges whose bounding box meets a cull rectangle (the view range grown by ``margin`` on
-    each side, recomputed when the view leaves it: hysteresis) are put in the paths; when more
-    than ``budget`` of them meet it, a fixed random subset of them is drawn (each edge has a
-    random rank, the ``budget`` lowest ranks in the rectangle are kept), so zooming in draws
-    more of them, stably, and once at most ``budget`` edges meet the view every one is drawn.
+    each side, recomputed when the view leaves it: hysteresis) are put in the line arrays;
+    when more than ``budget`` of them meet it, a fixed random subset of them is drawn (each
+    edge has a random rank, the ``budget`` lowest ranks in the rectangle are kept), so zooming
+    in draws more of them, stably, and once at most ``budget`` edges meet the view every one
+    is drawn.  A recolouring only refills the per-colour ``QLineF`` arrays (``drawLines``).
     """
 
     COLOURS = ((60, 200, 60), (240, 60, 60), (120, 120, 120))
 
     def __init__(self, budget: int = 30_000, margin: float = 0.5) -> None:
         super().__init__()
-        self.budget = budget
+        self.cull_rect: QRectF | None = None
+        self._budget = budget
         self.margin = margin
         self.pens = []
         for colour in self.COLOURS:
             pen = QPen(QColor(*colour), 1)
             pen.setCosmetic(True)
             self.pens.append(pen)
+        #: Per colour, the stroked edges as a QLineF array (x1, y1, x2, y2 per row).
+        self.lines = [PrimitiveArray(QLineF, 4) for _ in self.COLOURS]
         self.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
+
+    @property
+    def budget(self) -> int:
+        return self._budget
+
+    @budget.setter
+    def budget(self, value: int) -> None:
+        self._budget = int(value)
+        self.cull_rect = None  # select again at the next look at the view
+
+    def has_selection(self) -> bool:
+        """Whether the drawn edges were selected for some view (:meth:`update_cull`)."""
+        return self.cull_rect is not None
 
     # --- data ----------------------------------------------------------------------------
     def set_edges(self, edges: np.ndarray, cut: np.ndarray) -> None:
@@ -309,10 +411,11 @@ class GraphEdgesItem(pg.GraphicsObject):
             self.rect = QRectF(x0, y0, x1 - x0, y1 - y0)
         else:
             self.rect = QRectF()
-        self.shown = np.zeros(0, dtype=np.intp)  # indices in the paths
-        self.cull_rect: QRectF | None = None  # where ``shown`` is valid
+        self.shown = np.zeros(0, dtype=np.intp)  # indices of the edges in the line arrays
+        self.cull_rect = None  # where ``shown`` is valid
         self.exact = True  # every edge meeting cull_rect is in ``shown``
-        self.paths: list[QPainterPath] = [QPainterPath() for _ in self.COLOURS]
+        for lines in self.lines:
+            lines.resize(0)
         self.update()
 
     def set_different(self, different: np.ndarray) -> None:
@@ -326,7 +429,7 @@ class GraphEdgesItem(pg.GraphicsObject):
 
     def drawn_edges(self) -> np.ndarray:
         """Indices (into the rows given to :meth:`set_edges`, cut edges after graph ones) of
-        the edges in the paths."""
+        the edges in the line arrays."""
         return self.shown
 
     # --- culling ---------------------------------------------------------------------------
@@ -370,12 +473,15 @@ class GraphEdgesItem(pg.GraphicsObject):
         self.shown = idx
 
     def _build_paths(self) -> None:
+        """Fill each colour's line array with the shown edges of its class (NumPy writes
+        into the QLineF buffer that ``drawLines`` reads: no QPainterPath is built)."""
         shown = self.shown
         cls = self.cls[shown]
-        self.paths = []
-        for k in range(len(self.COLOURS)):
+        for k, lines in enumerate(self.lines):
             segs = self.segs[shown[cls == k]]
-            self.paths.append(segments_path(segs.reshape(-1, 2, 2)))
+            lines.resize(len(segs))
+            if len(segs):
+                lines.ndarray()[:] = segs
 
     # --- QGraphicsItem -----------------------------------------------------------------------
     def viewRangeChanged(self) -> None:
@@ -394,9 +500,10 @@ class GraphEdgesItem(pg.GraphicsObject):
     def paint(self, painter: object, *_args: object) -> None:
         self.update_cull()  # a view resize, or a range change not yet seen
         painter.setRenderHint(painter.RenderHint.Antialiasing, False)
-        for path, pen in zip(self.paths, self.pens, strict=True):
-            if not path.isEmpty():
-                painter.strokePath(path, pen)
+        for lines, pen in zip(self.lines, self.pens, strict=True):
+            if len(lines):
+                painter.setPen(pen)
+                painter.drawLines(*lines.drawargs())
 
 
 @dataclass
@@ -468,10 +575,10 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         # view, and re-blitting 50 k samples costs tens of ms.  (Qt limits a device cache to
         # the exposed area, so zooming in stays cheap.)
         self._cache_items = [self.region_item]
-        self.samples_item = PaletteScatter(np.array([[0, 160, 255, 255]]), size=3, pen=None)
+        self.samples_item = DotsItem(np.array([[0, 160, 255, 255]]), size=3)
         self._add("samples", self.samples_item, 5)
         self._cache_items.append(self.samples_item)
-        self.posterior_item = PaletteScatter(POSTERIOR_PALETTE, size=3, pen=None)
+        self.posterior_item = DotsItem(POSTERIOR_PALETTE, size=3)
         self._add("posterior", self.posterior_item, 6)
         self.initial_item = pg.PlotCurveItem(pen=pg.mkPen("#00e5ff", width=2, style=Qt.PenStyle.DashLine))
         self._add("initial", self.initial_item, 7)
@@ -490,6 +597,12 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self._different_mask: np.ndarray | None = None
         self._static_edges: Preparation | None = None
+        # The graph layer's arrays are built in idle turns after a preparation (hidden or not),
+        # so that switching the layer on only colours and strokes the edges.
+        self._warm_timer = QTimer(self)
+        self._warm_timer.setSingleShot(True)
+        self._warm_timer.setInterval(0)
+        self._warm_timer.timeout.connect(self._warm_graph)
         self.layers["graph"].refresh = self._draw_graph
         self.layers["samples"].refresh = self._draw_samples
         self.layers["posterior"].refresh = self._draw_posterior
@@ -566,6 +679,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.mismatch_item.clear()
         for name in ("samples", "graph", "ink", "posterior"):
             self._update(name)
+        self._warm_timer.start()
 
     def set_initial_segments(self, segs: np.ndarray) -> None:
         self.initial_segments = np.asarray(segs, dtype=float).reshape(-1, 2, 2)
@@ -626,7 +740,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
 
     def _draw_posterior(self) -> None:
         snap, prep = self.snapshot, self.prep
-        if prep is None or len(self.posterior_item.data) != len(prep.samples):
+        if prep is None or self.posterior_item.count() != len(prep.samples):
             return
         if snap is None or len(snap.entropy) != len(prep.samples):
             index = np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp)
@@ -643,10 +757,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if prep is None:
             self.graph_item.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
             return
-        if self._static_edges is not prep:
-            self._static_edges = prep
-            self._different_mask = None
-            self.graph_item.set_edges(_xy_rows(self.geometry.edge_xy), _xy_rows(self.geometry.cut_xy))
+        self._set_static_edges()
         edges = prep.edges
         if snap is None or len(snap.entropy) != len(prep.samples):
             different = np.zeros(len(edges), dtype=bool)
@@ -657,6 +768,25 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             return  # no edge changed class: keep the drawing
         self._different_mask = different
         self.graph_item.set_different(different)
+
+    def _set_static_edges(self) -> None:
+        """Give the graph item the preparation's edges, once per preparation."""
+        if self._static_edges is not self.prep and self.prep is not None and self.geometry is not None:
+            self._static_edges = self.prep
+            self._different_mask = None
+            self.graph_item.set_edges(_xy_rows(self.geometry.edge_xy), _xy_rows(self.geometry.cut_xy))
+
+    @Slot()
+    def _warm_graph(self) -> None:
+        """One idle step of readying the graph layer: its edges, then (next turn) the edges to
+        draw at the current view; nothing is drawn while the layer is hidden."""
+        if self.prep is None or self.geometry is None:
+            return
+        if self._static_edges is not self.prep:
+            self._set_static_edges()
+            self._warm_timer.start()
+        elif not self.graph_item.has_selection():
+            self.graph_item.update_cull(force=True)
 
     def _clear_lines(self) -> None:
         self.lines_item.set_lines(None)
