@@ -22,7 +22,7 @@ from . import message_passing as mp
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
 from .regression import fit_from_moments, point_features
-from .unary import interline_space, log_unary
+from .unary import interline_space, log_unary_by_line
 
 
 @dataclass
@@ -42,12 +42,6 @@ class _Region:
     def window_labels(self) -> np.ndarray:
         """Region-local label of every window entry ``(W, n)``."""
         return self.offsets[None, :] + np.arange(self.width)[:, None]
-
-    def dense_posterior(self) -> np.ndarray:
-        """Posterior over all the region's lines ``(L, n)`` (zero outside the window)."""
-        dense = np.zeros((len(self.lines), len(self.samples)), np.float32)
-        np.put_along_axis(dense, self.window_labels(), self.posterior, axis=0)
-        return dense
 
     def line_sums(self, values: np.ndarray) -> np.ndarray:
         """Sum over samples of ``posterior x values[:, None]`` per line ``(L,)``."""
@@ -147,7 +141,7 @@ def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: fl
     for st in states:
         sub = lines.take(st.lines)
         space = interline_space(sub, default=2.0 * h_cc, min_gap=0.5 * h_cc)
-        u = np.ascontiguousarray(log_unary(st.uv, sub, space, params.r).T)  # (L, n)
+        u = log_unary_by_line(st.uv, sub, space, params.r)  # (L, n)
         if u.shape[0] and u.shape[1]:
             # Lines far worse than a sample's best carry no information for it; flooring
             # keeps every log message finite.
@@ -224,15 +218,22 @@ def _best_lines(states: list[_Region], n: int) -> np.ndarray:
     return best
 
 
-def _kl(states: list[_Region], previous: list[np.ndarray] | None) -> float:
+def _kl(states: list[_Region], previous: list[tuple[np.ndarray, np.ndarray]] | None) -> float:
+    """Mean over samples of KL(current || previous posterior); ``previous``: per region the
+    window offsets and windowed posterior ``(W, n)`` of the last iteration. Labels outside
+    the current window carry a posterior of 0 (floored at 1e-12 as both are): their terms,
+    1e-12 log(1e-12 / q), are left out."""
     if previous is None:
         return float("inf")
     total, count = 0.0, 0
-    for st, old in zip(states, previous, strict=True):
+    for st, (offsets, old) in zip(states, previous, strict=True):
         if st.posterior.size == 0:
             continue
-        p = np.maximum(st.dense_posterior().astype(np.float64), 1e-12)
-        q = np.maximum(old.astype(np.float64), 1e-12)
+        pos = st.window_labels() - offsets[None, :]
+        inside = (pos >= 0) & (pos < old.shape[0])
+        q = np.take_along_axis(old, np.clip(pos, 0, old.shape[0] - 1), axis=0)
+        q = np.maximum(np.where(inside, q, 0.0), 1e-12, dtype=np.float64)
+        p = np.maximum(st.posterior, 1e-12, dtype=np.float64)
         total += float((p * np.log(p / q)).sum())
         count += st.posterior.shape[1]
     return total / max(count, 1)
@@ -263,7 +264,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     total_sweeps = 0
     previous_best = _best_lines(states, len(prep.samples))
     for iteration in range(1, params.max_em_iterations + 1):
-        previous = [st.dense_posterior() for st in states]
+        previous = [(st.offsets.copy(), st.posterior.copy()) for st in states]
         unaries = _unaries(states, lines, params, h_cc)
         ll = _log_likelihood(unaries)
         unaries = _windowed(states, unaries)
