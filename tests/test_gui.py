@@ -22,6 +22,7 @@ from engine import export as engine_export
 from engine.params import Parameters
 from tlgui.canvas import POSTERIOR_PALETTE, DotsItem, PageCanvas, posterior_colour_index, premultiplied_argb
 from tlgui.edit import merge_segments, rotate_segment, split_segment
+from tlgui.geometry import EdgeSegments, segment_rows
 from tlgui.session import EditModel, lines_table
 from tlgui.window import MainWindow, app_settings
 from tlgui.worker import EngineProcess, Job, RunControl
@@ -104,7 +105,8 @@ def test_graph_layer_draws_bounded_edges_exact_when_zoomed_in(
     canvas = window.canvas
     graph = canvas.graph_item
     geometry = canvas.geometry
-    n_edges = len(window.session.prep.edges) + len(geometry.cut_xy[0]) // 2
+    n_edges = len(geometry.edges.segs)
+    assert geometry.edges.n_graph == len(window.session.prep.edges)
     assert n_edges > 400
     graph.budget = n_edges // 4  # the page is small: a budget that thinning must honour
     window.layer_panel.checks["graph"].setChecked(True)
@@ -127,8 +129,9 @@ def test_graph_layer_draws_bounded_edges_exact_when_zoomed_in(
     qtbot.wait(20)
     canvas.viewport().repaint()
     view = canvas.view.viewRect()
-    segs = np.concatenate([np.column_stack([xy[0][0::2], xy[1][0::2], xy[0][1::2], xy[1][1::2]])
-                           for xy in (geometry.edge_xy, geometry.cut_xy)])
+    samples, prep_edges = window.session.prep.samples, window.session.prep.edges
+    segs = geometry.edges.segs
+    np.testing.assert_array_equal(segs[: len(prep_edges)].reshape(-1, 2, 2), samples[prep_edges])
     inside = ((segs[:, [0, 2]].max(1) >= view.left()) & (segs[:, [0, 2]].min(1) <= view.right())
               & (segs[:, [1, 3]].max(1) >= view.top()) & (segs[:, [1, 3]].min(1) <= view.bottom()))
     assert 0 < inside.sum() <= graph.budget
@@ -307,6 +310,17 @@ def test_geometry_helpers() -> None:
     np.testing.assert_allclose(rotate_segment(seg, 90.0), [[5, -5], [5, 5]], atol=1e-9)
     merged = merge_segments(seg, np.array([[12.0, 0.0], [20.0, 0.0]]))
     np.testing.assert_allclose(merged, [[0, 0], [20, 0]])
+    # The graph layer's edges as prepared in the engine process: rows, boxes, bounds, ranks.
+    points = np.array([[0.0, 0.0], [4.0, 1.0], [2.0, 5.0]])
+    edges = EdgeSegments.from_rows(segment_rows(points, np.array([[0, 1], [2, 1]])),
+                                   segment_rows(points, np.array([[0, 2]])))
+    np.testing.assert_array_equal(edges.segs, [[0, 0, 4, 1], [2, 5, 4, 1], [0, 0, 2, 5]])
+    assert edges.n_graph == 2 and edges.bounds == (0.0, 0.0, 4.0, 5.0)
+    np.testing.assert_array_equal(edges.x_lo, [0, 2, 0])
+    np.testing.assert_array_equal(edges.y_hi, [1, 5, 5])
+    assert len(set(edges.rank.tolist())) == 3
+    np.testing.assert_array_equal(edges.rank, EdgeSegments.from_rows(edges.segs, np.zeros((0, 4))).rank)
+    assert len(EdgeSegments.empty().segs) == 0
 
 
 def test_dots_item_rasterises_each_point_in_its_colour(qtbot: object) -> None:

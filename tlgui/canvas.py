@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from engine.model import LineSet, Preparation, Snapshot
 
-from .geometry import PrepGeometry, ink_pyramid, prep_geometry
+from .geometry import EdgeSegments, PrepGeometry, ink_pyramid, prep_geometry
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=False)
 
@@ -288,12 +288,6 @@ def segments_path(segs: np.ndarray) -> QPainterPath:
     return fn.arrayToQPath(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
 
 
-def _xy_rows(xy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """``connect='pairs'`` x and y arrays as rows of ``x0, y0, x1, y1``."""
-    x, y = (np.asarray(a, dtype=float).reshape(-1, 2) for a in xy)
-    return np.column_stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]])
-
-
 def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
     """Euclidean distance from point ``p`` (2,) to each segment ``(L, 2, 2)``."""
     a, b = segs[:, 0], segs[:, 1]
@@ -377,7 +371,7 @@ class GraphEdgesItem(pg.GraphicsObject):
             self.pens.append(pen)
         #: Per colour, the stroked edges as a QLineF array (x1, y1, x2, y2 per row).
         self.lines = [PrimitiveArray(QLineF, 4) for _ in self.COLOURS]
-        self.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
+        self.set_edges(EdgeSegments.empty())
 
     @property
     def budget(self) -> int:
@@ -393,24 +387,18 @@ class GraphEdgesItem(pg.GraphicsObject):
         return self.cull_rect is not None
 
     # --- data ----------------------------------------------------------------------------
-    def set_edges(self, edges: np.ndarray, cut: np.ndarray) -> None:
-        """Graph edges and cut edges, each ``(E, 4)`` rows of ``x0, y0, x1, y1``."""
+    def set_edges(self, edges: EdgeSegments) -> None:
+        """The edges to draw (graph edges then cut edges), precomputed off the GUI thread."""
         self.prepareGeometryChange()
-        segs = np.concatenate([np.asarray(edges, float).reshape(-1, 4), np.asarray(cut, float).reshape(-1, 4)])
-        self.n_graph = len(edges)
-        self.segs = segs
-        # Each edge's bounding box as four contiguous arrays (fast to compare and reduce).
-        self.x_lo, self.x_hi = np.minimum(segs[:, 0], segs[:, 2]), np.maximum(segs[:, 0], segs[:, 2])
-        self.y_lo, self.y_hi = np.minimum(segs[:, 1], segs[:, 3]), np.maximum(segs[:, 1], segs[:, 3])
-        self.cls = np.zeros(len(segs), dtype=np.int8)
+        self.edges = edges
+        self.n_graph = edges.n_graph
+        self.segs = edges.segs
+        self.x_lo, self.x_hi, self.y_lo, self.y_hi = edges.x_lo, edges.x_hi, edges.y_lo, edges.y_hi
+        self.rank = edges.rank
+        self.cls = np.zeros(len(self.segs), dtype=np.int8)
         self.cls[self.n_graph:] = 2
-        # A fixed pseudo-random rank per edge (a multiplicative hash: cheaper than a shuffle).
-        self.rank = (np.arange(len(segs), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
-        if len(segs):
-            x0, y0, x1, y1 = self.x_lo.min(), self.y_lo.min(), self.x_hi.max(), self.y_hi.max()
-            self.rect = QRectF(x0, y0, x1 - x0, y1 - y0)
-        else:
-            self.rect = QRectF()
+        x0, y0, x1, y1 = edges.bounds
+        self.rect = QRectF(x0, y0, x1 - x0, y1 - y0) if len(self.segs) else QRectF()
         self.shown = np.zeros(0, dtype=np.intp)  # indices of the edges in the line arrays
         self.cull_rect = None  # where ``shown`` is valid
         self.exact = True  # every edge meeting cull_rect is in ``shown``
@@ -650,7 +638,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.view.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
         for item in (self.labels_item, self.mismatch_item, self.ink_item):
             item.clear()
-        self.graph_item.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
+        self.graph_item.set_edges(EdgeSegments.empty())
         self._different_mask = None
         self._static_edges = None
         self.region_item.setData([], [])
@@ -755,7 +743,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         only their classes change (and only when some edge changed class)."""
         prep, snap = self.prep, self.snapshot
         if prep is None:
-            self.graph_item.set_edges(np.zeros((0, 4)), np.zeros((0, 4)))
+            self.graph_item.set_edges(EdgeSegments.empty())
             return
         self._set_static_edges()
         edges = prep.edges
@@ -774,7 +762,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if self._static_edges is not self.prep and self.prep is not None and self.geometry is not None:
             self._static_edges = self.prep
             self._different_mask = None
-            self.graph_item.set_edges(_xy_rows(self.geometry.edge_xy), _xy_rows(self.geometry.cut_xy))
+            self.graph_item.set_edges(self.geometry.edges)
 
     @Slot()
     def _warm_graph(self) -> None:

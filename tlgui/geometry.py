@@ -1,8 +1,8 @@
 """What the canvas draws, computed from engine data with NumPy/OpenCV only (no Qt).
 
 These run in the engine process (see :mod:`tlgui.engine_process`) or in worker threads, never
-in the GUI thread: image pyramids for the page and overlays, the x/y arrays of the graph's
-edges, the region outlines, the colour overlay of the final labels.
+in the GUI thread: image pyramids for the page and overlays, the graph's edges ready to
+cull, the region outlines, the colour overlay of the final labels.
 """
 
 from __future__ import annotations
@@ -23,12 +23,6 @@ def image_pyramid(image: np.ndarray, min_side: int = 256) -> list[np.ndarray]:
         h, w = levels[-1].shape[:2]
         levels.append(cv2.resize(levels[-1], (w // 2, h // 2), interpolation=cv2.INTER_AREA))
     return levels
-
-
-def pairs_xy(points: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x and y arrays of ``edges`` (E, 2) between ``points`` (N, 2), for connect='pairs'."""
-    ends = points[edges.reshape(-1)]
-    return np.ascontiguousarray(ends[:, 0]), np.ascontiguousarray(ends[:, 1])
 
 
 def region_outlines(prep: Preparation) -> np.ndarray:
@@ -53,13 +47,50 @@ def region_outlines(prep: Preparation) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class PrepGeometry:
-    """What the canvas draws of a preparation, computed once in the worker thread (numpy only):
-    x/y of every MRF edge and of the Delaunay edges cut between regions (connect='pairs'),
-    and the region outlines as segments."""
+class EdgeSegments:
+    """The graph layer's edges, ready to cull and draw: rows ``x0, y0, x1, y1`` of the MRF
+    edges (the first ``n_graph``) then of the Delaunay edges cut between regions, each
+    edge's bounding box as four contiguous arrays (fast to compare), a fixed pseudo-random
+    rank per edge (which edges survive thinning) and the bounds of them all."""
 
-    edge_xy: tuple[np.ndarray, np.ndarray]
-    cut_xy: tuple[np.ndarray, np.ndarray]
+    segs: np.ndarray
+    n_graph: int
+    x_lo: np.ndarray
+    x_hi: np.ndarray
+    y_lo: np.ndarray
+    y_hi: np.ndarray
+    rank: np.ndarray
+    bounds: tuple[float, float, float, float]  # x0, y0, x1, y1 (zeros when empty)
+
+    @classmethod
+    def from_rows(cls, graph: np.ndarray, cut: np.ndarray) -> EdgeSegments:
+        graph = np.asarray(graph, dtype=float).reshape(-1, 4)
+        segs = np.concatenate([graph, np.asarray(cut, dtype=float).reshape(-1, 4)])
+        x_lo, x_hi = np.minimum(segs[:, 0], segs[:, 2]), np.maximum(segs[:, 0], segs[:, 2])
+        y_lo, y_hi = np.minimum(segs[:, 1], segs[:, 3]), np.maximum(segs[:, 1], segs[:, 3])
+        # A multiplicative hash of the index: cheaper than a shuffle, the same every time.
+        rank = (np.arange(len(segs), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+        bounds = ((float(x_lo.min()), float(y_lo.min()), float(x_hi.max()), float(y_hi.max()))
+                  if len(segs) else (0.0, 0.0, 0.0, 0.0))
+        return cls(segs, len(graph), x_lo, x_hi, y_lo, y_hi, rank.astype(np.uint32), bounds)
+
+    @classmethod
+    def empty(cls) -> EdgeSegments:
+        return cls.from_rows(np.zeros((0, 4)), np.zeros((0, 4)))
+
+
+def segment_rows(points: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``edges`` (E, 2) between ``points`` (N, 2) as rows ``x0, y0, x1, y1``."""
+    return points[np.asarray(edges, dtype=np.intp).reshape(-1, 2)].reshape(-1, 4)
+
+
+@dataclass(frozen=True)
+class PrepGeometry:
+    """What the canvas draws of a preparation, computed once in the engine process (NumPy
+    only): the graph layer's edges (MRF edges and the Delaunay edges cut between regions),
+    the region outlines as segments and the ink mask's image pyramid."""
+
+    edges: EdgeSegments
     region_segments: np.ndarray
     #: The ink mask as uint8 0/255, as an image pyramid (the ink layer shows it).
     ink_pyramid: list[np.ndarray] | None = None
@@ -67,8 +98,8 @@ class PrepGeometry:
 
 def prep_geometry(prep: Preparation) -> PrepGeometry:
     cut = _edge_difference(prep.delaunay_edges, prep.edges)
-    return PrepGeometry(pairs_xy(prep.samples, prep.edges), pairs_xy(prep.samples, cut), region_outlines(prep),
-                        ink_pyramid(prep.ink))
+    edges = EdgeSegments.from_rows(segment_rows(prep.samples, prep.edges), segment_rows(prep.samples, cut))
+    return PrepGeometry(edges, region_outlines(prep), ink_pyramid(prep.ink))
 
 
 def ink_pyramid(ink: np.ndarray) -> list[np.ndarray]:
