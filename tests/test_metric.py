@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.evaluate import evaluate, page_stem
+from engine.evaluate import evaluate, page_ink, page_stem, polygon_truth_on_ink
 from engine.export import write_dat, write_label_png, write_page_xml
 from engine.metric import ContestScore, LineScore, combine, combine_lines, contest_metric, line_metric
 from engine.model import LineSet, Region, Segmentation
@@ -221,3 +221,35 @@ def test_evaluate_polygon_needs_images(tmp_path):
         report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"],
                           image_dir=tmp_path / "out")
     assert report.pages == [] and report.skipped[0][0] == "pg"
+
+
+def test_evaluate_polygon_gt_on_a_photographed_card(tmp_path):
+    """A grey card photographed on white: Otsu over the whole page would take the card for
+    ink (every pixel inside the polygons scored, none of them matched by a result on the
+    writing); the threshold is taken inside the polygons, so only the writing is scored."""
+    h, w = 120, 160
+    gray = np.full((h, w), 250, np.uint8)
+    gray[10:110, 10:150] = 150  # the card: most of the page
+    gray[30:34, 20:140] = 40
+    gray[70:74, 20:140] = 40
+    labels = np.zeros((h, w), np.int32)
+    labels[22:44, 15:145] = 1
+    labels[60:84, 15:145] = 2
+    lines = LineSet(a=np.zeros(2), b=np.array([32.0, 72.0]), c=np.full(2, 80.0), sigma_t=np.full(2, 2.0),
+                    sigma_s=np.full(2, 35.0), prior=np.full(2, 0.5), region=np.zeros(2, np.int32),
+                    phi=np.zeros(2))
+    seg = Segmentation(labels, lines, np.zeros(0, np.int32), (Region(0, 0.0, (0, 0, w, h), 10),))
+    for d in ("gt", "img", "out"):
+        (tmp_path / d).mkdir()
+    write_page_xml(tmp_path / "gt" / "pg.xml", seg, "pg.png", (h, w))
+    Image.fromarray(gray).save(tmp_path / "img" / "pg.png")
+    assert page_ink(tmp_path / "img" / "pg.png")[50, 50]  # the whole-page threshold: card = ink
+    writing = gray < 100
+    write_dat(tmp_path / "out" / "pg.dat", np.where(writing, labels, 0))
+    report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"],
+                      image_dir=tmp_path / "img")
+    c = report.pages[0].contest
+    assert (c.n, c.m, c.o2o) == (2, 2, 2)
+    gt, ink = polygon_truth_on_ink(tmp_path / "gt" / "pg.xml", tmp_path / "img" / "pg.png")
+    assert np.array_equal(ink & (labels > 0), writing & (labels > 0))
+    assert np.array_equal(gt, np.where(writing, labels, 0))

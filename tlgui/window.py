@@ -1028,17 +1028,19 @@ class MainWindow(QMainWindow):
             self.banner.show_message("Open and prepare a page before loading its ground truth.", "warning")
             return
         from engine import groundtruth
-        from engine.evaluate import is_polygon_file, page_ink, scored_pixels
+        from engine.evaluate import is_polygon_file, page_ink, polygon_truth_on_ink, scored_pixels
 
         shape = prep.shape
 
         def read() -> tuple[np.ndarray, np.ndarray]:
             # As engine.evaluate scores result files: polygons are rasterised on the page's
-            # Otsu ink, and the same pixels are scored.
+            # Otsu ink (threshold taken inside the polygons), and the same pixels are scored.
+            if is_polygon_file(Path(path)):
+                labels, ink = polygon_truth_on_ink(path, page_path, shape)
+                return labels, scored_pixels(labels, ink, True)
             ink = page_ink(page_path)
-            polygons = is_polygon_file(Path(path))
-            labels = groundtruth.read_label_map(path, shape, ink if polygons else None)
-            return labels, scored_pixels(labels, ink, polygons)
+            labels = groundtruth.read_label_map(path, shape, None)
+            return labels, scored_pixels(labels, ink, False)
 
         def on_gt(out: tuple[np.ndarray, np.ndarray]) -> None:
             self.gt_labels, self.gt_ink = out
