@@ -1,10 +1,14 @@
 """How responsive the window stays while the engine runs, and how long a snapshot redraw takes.
 
 ``GapProbe`` is a 10 ms QTimer in the GUI thread that records the time between its ticks: a
-gap much above 10 ms means the GUI thread was blocked that long (by our drawing, by the GIL
-held in the engine thread, or by anything else).  :func:`measure` opens a page in a real
-window, runs the method to the end with the probe on, then redraws every computed snapshot
-with every layer shown and times it (``show_snapshot`` plus a synchronous repaint).
+gap much above 10 ms means the GUI thread was blocked that long (by our handlers and
+drawing, by another thread of this process holding the GIL, or by the OS running other
+processes: the thread's run-queue wait, from Linux's schedstat, tells the last apart).
+:func:`measure` opens a page in a real window (with default settings: a throw-away settings
+folder, so neither the user's layer switches nor parameters change the figures, and the
+user's recent files stay as they were), runs the method to the end with the probe on, then
+redraws every computed snapshot with the default layers and with every layer shown and
+times it (``show_snapshot`` plus a synchronous repaint).
 
     python -m tlgui.probe PAGE [PAGE ...]          # JSON per page on stdout
 """
@@ -15,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -22,6 +27,16 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer
 
 from .app import wait_until
+
+
+def run_delay_ms() -> float | None:
+    """Milliseconds this thread has spent runnable but waiting for a CPU (Linux schedstat),
+    or None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class GapProbe(QObject):
@@ -33,11 +48,13 @@ class GapProbe(QObject):
         self.timer.setInterval(interval_ms)
         self.timer.timeout.connect(self._tick)
         self.gaps: list[float] = []
-        #: Gaps over 50 ms: (end time, ms, label() at the tick before: e.g. the engine stage).
-        self.long_gaps: list[tuple[float, float, str]] = []
+        #: Gaps over 50 ms: (end time, ms, label() at the tick before: e.g. the engine stage,
+        #: ms of it the GUI thread spent waiting for a CPU (None if unknown)).
+        self.long_gaps: list[tuple[float, float, str, float | None]] = []
         self.label = label or (lambda: "")
         self._last: float | None = None
         self._last_label = ""
+        self._last_delay: float | None = None
 
     def start(self) -> None:
         self.gaps = []
@@ -49,13 +66,16 @@ class GapProbe(QObject):
 
     def _tick(self) -> None:
         now = time.perf_counter()
+        delay = run_delay_ms()
         if self._last is not None:
             gap = (now - self._last) * 1e3
             self.gaps.append(gap)
             if gap > 50.0:
-                self.long_gaps.append((now, gap, self._last_label))
+                waited = None if delay is None or self._last_delay is None else delay - self._last_delay
+                self.long_gaps.append((now, gap, self._last_label, waited))
         self._last = now
         self._last_label = self.label()
+        self._last_delay = delay
 
     def summary(self) -> dict[str, float]:
         g = np.asarray(self.gaps) if self.gaps else np.zeros(1)
@@ -100,11 +120,14 @@ def redraw_times(window: Any, all_layers: bool = True) -> list[float]:
 def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 1000)) -> dict[str, Any]:
     """Open ``page`` in a window, run to the end with the gap probe on; report the figures."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from .window import MainWindow
 
     _app = QApplication.instance() or QApplication(sys.argv[:1])  # kept alive while measuring
+    settings_dir = tempfile.TemporaryDirectory(prefix="tlgui-probe-")
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, settings_dir.name)
     window = MainWindow()
     window.resize(*size)
     window.show()
@@ -141,16 +164,25 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
     }
     slow = sorted(window.slow_handlers, key=lambda h: -h[2])[:5]
     result["slowest_gui_handlers_ms"] = [[name, round(ms, 1)] for _end, name, ms in slow]
-    # Which long gaps had one of our handlers in them, and which came from elsewhere (the
-    # engine thread holding the GIL in a long C call, or the OS scheduler on a busy machine).
-    ours, other = [], []
-    for end, gap, label in probe.long_gaps:
+    # Which long gaps had one of our handlers in them, which the GUI thread spent mostly
+    # waiting for a CPU (other processes on a busy machine), and which came from elsewhere
+    # (e.g. another thread of this process holding the GIL).  Each: (ms, stage, ms waited).
+    ours, cpu, other = [], [], []
+    for end, gap, label, waited in probe.long_gaps:
         mine = [ms for h_end, _n, ms in window.slow_handlers if end - gap / 1e3 <= h_end <= end]
-        (ours if mine and max(mine) > gap / 2 else other).append((round(gap, 1), label))
+        entry = (round(gap, 1), label, None if waited is None else round(waited, 1))
+        if mine and max(mine) > gap / 2:
+            ours.append(entry)
+        elif waited is not None and waited > gap / 2:
+            cpu.append(entry)
+        else:
+            other.append(entry)
     result["long_gaps_gui_handler"] = sorted(ours, reverse=True)[:8]
+    result["long_gaps_waiting_for_cpu"] = sorted(cpu, reverse=True)[:8]
     result["long_gaps_elsewhere"] = sorted(other, reverse=True)[:8]
     window.shutdown()
     window.close()
+    settings_dir.cleanup()
     return result
 
 
