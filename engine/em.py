@@ -38,6 +38,7 @@ class _Region:
     posterior: np.ndarray  # (W, n) float32
     bias: np.ndarray  # (L,) line-probability parameters theta_l
     power: np.ndarray  # (n,) exponent of p_v
+    messages_zero: bool = True  # no sweep yet: moving the (all-zero) messages is a no-op
 
     def window_labels(self) -> np.ndarray:
         """Region-local label of every window entry ``(W, n)``."""
@@ -115,7 +116,7 @@ def _set_windows(st: _Region, unary: np.ndarray) -> np.ndarray:
         delta = new - st.offsets
         if np.any(delta):
             st.posterior = _reindex(st.posterior, delta, np.zeros(len(delta), np.float32))
-            if st.out.size:
+            if st.out.size and not st.messages_zero:
                 owner_delta = delta[st.graph.owner]
                 fill = np.zeros(len(owner_delta), np.float32)
                 moved = owner_delta != 0
@@ -283,6 +284,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
                 bias = st.bias.astype(np.float32)[st.window_labels()]
                 change = max(change, mp.sweep(u - bias, st.out, st.graph, theta, st.power, damping,
                                               st.posterior, sh))
+                st.messages_zero = False
                 if params.learn_line_prior:
                     # Moment matching of the line-probability features: mean posterior -> prior.
                     target = np.maximum(lines.prior[st.lines], 1e-6)
