@@ -486,6 +486,27 @@ def test_messages_round_trip_through_a_pipe() -> None:
     reader.close()
 
 
+def test_task_thread_priority_is_lowered_alone() -> None:
+    """The task thread makes itself nicer; the thread that asked keeps its priority."""
+    import sys
+    import threading
+
+    from tlgui.worker import lower_thread_priority
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before = nice()
+    seen: list[tuple[bool, int]] = []
+    thread = threading.Thread(target=lambda: seen.append((lower_thread_priority(3), nice())))
+    thread.start()
+    thread.join()
+    done, theirs = seen[0]
+    assert nice() == before
+    if sys.platform.startswith("linux"):
+        assert done and theirs == min(19, before + 3)
+
+
 def test_engine_process_failure_and_kill_on_cancel(tmp_path: Path, synthetic_page: object) -> None:
     """Without a window: an engine exception is a message; a cancel inside a stage that cannot
     look (the ink of a 22-megapixel page) kills the process within a fraction of a second."""

@@ -12,11 +12,11 @@ that cannot look (``finish``, a preparation stage), the process is killed after
 This module never imports Qt (the child runs it).  The parent side is :class:`EngineProcess`,
 driven from one reader thread (``tlgui.worker.EngineWorker``); the child side is
 :func:`child_main`.  The child is a fresh interpreter (like multiprocessing's spawn, but it never
-re-imports the caller's ``__main__``) talking over two pipes wrapped in multiprocessing
-``Connection`` objects.  Messages are pickled with protocol 5 and NumPy arrays travel
-as out-of-band buffers, each read straight into a fresh array by ``os.readv`` (see
-:func:`recv_buffer`), so the reader thread spends its time in ``readv`` (GIL released), not in
-copies.
+re-imports the caller's ``__main__``, and it lowers its priority before importing anything)
+talking over two pipes wrapped in multiprocessing ``Connection`` objects.  Messages are
+pickled with protocol 5 and NumPy arrays travel as out-of-band buffers, each read straight
+into a fresh array by ``os.readv`` (see :func:`recv_buffer`), so the reader thread spends its
+time in ``readv`` (GIL released), not in copies.
 
 Child -> parent: ``("stage", id, text)``, ``("prepared", id, token, prep, geometry)``,
 ``("snapshot", id, snap, mode, seq)``, ``("finished", id, seg, overlay)``,
@@ -55,6 +55,10 @@ GRACE_S = 0.25
 POLL_S = 0.02
 #: The engine process runs at a lower priority: on a busy machine the window comes first.
 ENGINE_NICE = 5
+#: The child's command (``python -c``): lower its priority first, then import this module
+#: (NumPy, SciPy, OpenCV, the engine: about a second of CPU, while the window loads a page).
+CHILD_BOOT = (f"import os\ntry:\n    os.nice({ENGINE_NICE})\nexcept (AttributeError, OSError):\n    pass\n"
+              "import runpy\nrunpy.run_module('tlgui.engine_process', run_name='__main__', alter_sys=True)\n")
 
 
 class Cancelled(Exception):
@@ -210,7 +214,7 @@ class EngineProcess:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "tlgui.engine_process", str(child_in), str(child_out)],
+                    [sys.executable, "-c", CHILD_BOOT, str(child_in), str(child_out)],
                     pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL, env=env)
             finally:
                 os.close(child_in)  # only the child holds these ends: its death is our EOF
@@ -443,11 +447,8 @@ def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple],
 
 
 def child_main(inbox: Connection, outbox: Connection) -> None:
-    """The engine process: run the jobs that arrive until the window goes."""
-    try:
-        os.nice(ENGINE_NICE)
-    except (AttributeError, OSError):
-        pass
+    """The engine process: run the jobs that arrive until the window goes (its priority was
+    lowered before it imported anything: see :data:`CHILD_BOOT`)."""
 
     def emit(msg: tuple) -> None:
         send_message(outbox, msg)

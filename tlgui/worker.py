@@ -10,6 +10,9 @@ loop is busy while a job runs, so queued slot calls would only arrive after the 
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +22,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from .engine_process import PAUSE, RUN, STEP_EM, STEP_SWEEP, EngineProcess, Job, RunControl
 
 __all__ = ["PAUSE", "RUN", "STEP_EM", "STEP_SWEEP", "EngineProcess", "EngineWorker", "Job", "RunControl",
-           "TaskWorker", "WorkerThread"]
+           "TASK_NICE", "TaskWorker", "WorkerThread", "lower_thread_priority"]
 
 
 class EngineWorker(QObject):
@@ -61,14 +64,40 @@ class EngineWorker(QObject):
             self.failed.emit(job_id, msg[2])
 
 
+#: How much nicer the task thread is than the window's (Linux): a page decode or an export
+#: must not take a CPU from the GUI thread on a busy machine.
+TASK_NICE = 5
+
+
+def lower_thread_priority(increment: int) -> bool:
+    """Make the calling thread, and only it, ``increment`` nicer (Linux, where a thread has
+    its own nice value; elsewhere nothing).  Returns whether it was done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + increment))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
 class TaskWorker(QObject):
-    """Runs one-off heavy calls (exports, ground truth) off the GUI thread, one at a time."""
+    """Runs one-off heavy calls (page loads, exports, ground truth) off the GUI thread, one at
+    a time, at a lower priority than the GUI thread (:data:`TASK_NICE`)."""
 
     done = Signal(str, object)
     failed = Signal(str, str)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._niced = False
+
     @Slot(str, object)
     def run(self, tag: str, fn: Callable[[], Any]) -> None:
+        if not self._niced:  # the first call runs in the task thread: lower its priority
+            self._niced = True
+            lower_thread_priority(TASK_NICE)
         try:
             result = fn()
         except Exception as exc:  # noqa: BLE001 - reported to the user, never a crash
