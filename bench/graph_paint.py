@@ -3,7 +3,8 @@
 For each page: open it, prepare it, take one EM step (so edges have same/different-line
 colours), then time a synchronous repaint of the canvas with the graph layer switched on at
 full-page zoom, after two zoom-ins (x2 each), and back at full page.  The first repaint after
-showing the layer and after each zoom step is the one that strokes the edges.
+showing the layer and after each zoom step is the one that strokes the edges.  The window
+starts with default settings (a throw-away settings folder), whatever the user's are.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/graph_paint.py PAGE [PAGE ...]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -28,12 +30,16 @@ def _timed_repaint(app: object, canvas: object, action: object = None) -> float:
 
 
 def measure(page: str, size: tuple[int, int] = (1600, 1000)) -> dict[str, object]:
+    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from tlgui.app import wait_until
     from tlgui.window import MainWindow
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    # Default settings (the graph layer hidden, as shipped), never the user's own.
+    settings_dir = tempfile.TemporaryDirectory(prefix="tlgui-bench-")
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, settings_dir.name)
     window = MainWindow()
     window.resize(*size)
     window.show()
@@ -69,6 +75,7 @@ def measure(page: str, size: tuple[int, int] = (1600, 1000)) -> dict[str, object
         out["stroked_segments_full"] = grab.stroked_segments()
     window.shutdown()
     window.close()
+    settings_dir.cleanup()
     return out
 
 
