@@ -173,16 +173,21 @@ def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteratio
     post_probs = np.zeros((n, top_k), np.float16)
     entropy = np.zeros(n, np.float16)
     for st in states:
-        p = st.posterior.T  # (n, W)
-        if p.shape[1] == 0 or p.shape[0] == 0:
+        p = st.posterior  # (W, n)
+        if p.shape[0] == 0 or p.shape[1] == 0:
             continue
-        k = min(top_k, p.shape[1])
-        order = np.argsort(-p, axis=1, kind="stable")[:, :k]
-        post_lines[st.samples, :k] = st.lines[st.offsets[:, None] + order]
-        post_probs[st.samples, :k] = np.take_along_axis(p, order, axis=1)
+        k = min(top_k, p.shape[0])
+        # The k best labels by repeated arg-max down the (few) label rows: a full sort of each
+        # sample's short row is many times slower in NumPy. Ties go to the lower label.
+        rest = p.copy()
+        cols = np.arange(p.shape[1])
+        for j in range(k):
+            best = rest.argmax(axis=0)
+            post_lines[st.samples, j] = st.lines[st.offsets + best]
+            post_probs[st.samples, j] = rest[best, cols]
+            rest[best, cols] = -1.0
         with np.errstate(divide="ignore", invalid="ignore"):
-            entropy[st.samples] = -np.where(st.posterior > 0, st.posterior * np.log(st.posterior),
-                                            0.0).sum(axis=0)
+            entropy[st.samples] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=0)
     return Snapshot(iteration=iteration, sweep=sweep, lines=lines, posterior_lines=post_lines,
                     posterior_probs=post_probs, entropy=entropy,
                     theta=(float(theta[0]), float(theta[1]), float(theta[2])), kl=float(kl),
