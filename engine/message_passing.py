@@ -150,22 +150,24 @@ def pairwise_message_dense(log_m: np.ndarray, theta: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(table @ m, 1e-30)).astype(np.float32)
 
 
-def edge_class_fractions(out: np.ndarray, graph: RegionGraph, shift: np.ndarray | None = None) -> np.ndarray:
+def edge_class_fractions(out: np.ndarray, graph: RegionGraph, shift: np.ndarray | None = None,
+                         edges: np.ndarray | None = None) -> np.ndarray:
     """Per edge, the fraction of the product ``m_{i->u} x m_{j->u}`` on same / adjacent /
     farther label pairs ``(E, 3)``: the edge's class marginal at theta = 0. ``out (W, 2E)``;
     ``shift (2E,)``: per half-edge, its owner's window offset minus the other end's (None: no
-    windows)."""
-    if len(graph.pair) == 0:
+    windows); ``edges``: indices of the edges wanted (None: all)."""
+    pair = graph.pair if edges is None else graph.pair[edges]
+    if len(pair) == 0:
         return np.zeros((0, 3))
     # Messages are stored with their maximum at 0 (sweep normalises them), so exp is safe.
-    mi = np.exp(np.take(out, graph.pair[:, 0], axis=1))
-    mj = np.exp(np.take(out, graph.pair[:, 1], axis=1))
+    mi = np.exp(np.take(out, pair[:, 0], axis=1))
+    mj = np.exp(np.take(out, pair[:, 1], axis=1))
     if shift is None or not np.any(shift):
         same = (mi * mj).sum(axis=0, dtype=np.float64)
         adjacent = ((mi[1:] * mj[:-1]).sum(axis=0, dtype=np.float64)
                     + (mi[:-1] * mj[1:]).sum(axis=0, dtype=np.float64))
     else:
-        g0, gm, gp = shifted(mj, shift[graph.pair[:, 0]])
+        g0, gm, gp = shifted(mj, shift[pair[:, 0]])
         same = (mi * g0).sum(axis=0, dtype=np.float64)
         gm += gp
         adjacent = (mi * gm).sum(axis=0, dtype=np.float64)
