@@ -1,0 +1,156 @@
+"""Stage 8's pixel attribution (engine.postprocess.final_labels) on a small drawn page.
+
+Two text lines written like the AHTE Arabic hands: words whose ink sits on and just below
+the line with ascenders rising far above it and almost nothing below, so a line's ink
+extends much further above its fitted centre than below. Around them, the cases that cost
+AHTE its contest FM: a tall stroke of the lower line whose top crosses the midpoint between
+the lines, a mark in the gap just above the lower line's ascenders (nearer the upper line's
+centre), and a descender of the upper line touching the lower line. Sample labels come from
+the symmetric nearest-line rule (what a symmetric unary gives at the line boundary); the
+components, samples and profile are the engine's own computations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from engine.model import ComponentStats, LineSet, Preparation
+from engine.params import Parameters
+from engine.postprocess import _distance, final_labels, line_profile, nearest_line
+from engine.sampling import sample_ink_pixels
+
+UPPER, LOWER = 150, 250  # line centres (rows); the midpoint is row 200
+SIGMA_T = 20.0
+
+
+def _word(ink: np.ndarray, truth: np.ndarray, line: int, centre: int, x0: int, width: int = 60) -> None:
+    """A word of line ``line``: a bar on and below the centre, two ascenders rising 45 px and
+    an alif rising 75 px."""
+    ink[centre:centre + 10, x0:x0 + width] = True
+    truth[centre:centre + 10, x0:x0 + width] = line
+    for ax, rise in ((x0 + 12, 45), (x0 + 40, 45), (x0 + 52, 75)):
+        ink[centre - rise:centre, ax:ax + 4] = True
+        truth[centre - rise:centre, ax:ax + 4] = line
+
+
+def _prep(ink: np.ndarray) -> Preparation:
+    """Components and samples of ``ink`` by the engine's own stages 1 and 3."""
+    components, n = ndimage.label(ink)
+    samples, sample_component = sample_ink_pixels(components, 0.05, seed=3)
+    return Preparation(params=Parameters(), gray=np.where(ink, 0, 255).astype(np.uint8), ink=ink,
+                       components=components.astype(np.int32),
+                       stats=ComponentStats(h_cc=20.0, w_cc=60.0, n_components=n),
+                       samples=samples, sample_component=sample_component,
+                       delaunay_edges=np.zeros((0, 2), np.int64), edges=np.zeros((0, 2), np.int64),
+                       sample_region=np.zeros(len(samples), np.int32), regions=(),
+                       initial_lines=LineSet.empty())
+
+
+@pytest.fixture(scope="module")
+def page() -> dict:
+    ink = np.zeros((400, 900), bool)
+    truth = np.zeros(ink.shape, np.int32)  # 1 = upper line, 2 = lower line
+    for x0 in range(20, 820, 80):
+        _word(ink, truth, 1, UPPER, x0)
+        _word(ink, truth, 2, LOWER, x0)
+    # A lower-line alif on its own, rising 75 px: its top 25 px are above the midpoint.
+    ink[LOWER - 75:LOWER + 8, 846:852] = True
+    truth[LOWER - 75:LOWER + 8, 846:852] = 2
+    # A mark (fatha) over the lower line's second word, above its ascender's top, its centre
+    # 46 px below the upper line's centre and 54 px above the lower line's.
+    ink[LOWER - 58:LOWER - 50, 108:124] = True
+    truth[LOWER - 58:LOWER - 50, 108:124] = 2
+    # An upper-line descender running down into a lower-line word (word at x 660..720):
+    # ground truth splits this component where the lines meet.
+    ink[UPPER + 10:LOWER, 700:704] = True
+    truth[UPPER + 10:200, 700:704] = 1
+    truth[200:LOWER, 700:704] = 2
+    lines = LineSet(a=np.zeros(2), b=np.array([UPPER, LOWER], float), c=np.full(2, 450.0),
+                    sigma_t=np.full(2, SIGMA_T), sigma_s=np.full(2, 250.0), prior=np.full(2, 0.5),
+                    region=np.zeros(2, np.int32), phi=np.zeros(2))
+    prep = _prep(ink)
+    sample_labels = nearest_line(prep.samples, lines)
+    return {"prep": prep, "lines": lines, "labels": sample_labels, "truth": truth,
+            "out": final_labels(prep, lines, sample_labels)}
+
+
+def _nearest_rule(prep: Preparation, lines: LineSet, mask: np.ndarray) -> np.ndarray:
+    """Line (1-based) the paper's rule gives each pixel of ``mask``: the nearest line."""
+    ys, xs = np.nonzero(mask)
+    xy = np.stack([xs, ys], axis=1).astype(float)
+    d = np.stack([_distance(xy, lines, np.full(len(xs), k)) for k in range(len(lines))], axis=1)
+    return np.argmin(d, axis=1) + 1
+
+
+def test_profile_is_asymmetric(page: dict) -> None:
+    """The page's profile puts its core band further above the line than below it."""
+    prep, lab = page["prep"], page["labels"]
+    _, (z_lo, z_hi), (out_lo, out_hi) = line_profile(prep.samples, lab, page["lines"])
+    assert z_lo < -1.0 and 0.0 < z_hi < 1.0
+    assert -z_lo > 2 * z_hi
+    assert out_lo < z_lo and out_hi > z_hi
+
+
+def test_tall_stroke_stays_whole_on_its_line(page: dict) -> None:
+    prep, out, truth = page["prep"], page["out"], page["truth"]
+    alif = prep.components == prep.components[LOWER - 70, 848]
+    # Its samples disagree and the nearest line takes its top: the old rule split it.
+    assert len(np.unique(page["labels"][prep.sample_component == prep.components[LOWER - 70, 848]])) == 2
+    assert (_nearest_rule(prep, page["lines"], alif) == 1).sum() > 100
+    assert np.all(out[alif] == truth[alif])
+
+
+def test_mark_in_the_gap_follows_the_ink_below_it(page: dict) -> None:
+    prep, out = page["prep"], page["out"]
+    mark = prep.components == prep.components[LOWER - 54, 115]
+    k = prep.components[LOWER - 54, 115]
+    # Every sample of the mark chose the upper line, which is also the nearest line.
+    assert np.all(page["labels"][prep.sample_component == k] == 0)
+    assert np.all(_nearest_rule(prep, page["lines"], mark) == 1)
+    assert np.all(out[mark] == 2)
+
+
+def test_touching_strokes_are_split_between_the_lines(page: dict) -> None:
+    prep, out, truth = page["prep"], page["out"], page["truth"]
+    joined = prep.components == prep.components[UPPER + 30, 701]
+    # The component reaches both lines' cores: each line keeps its own word.
+    assert np.all(out[joined & (truth == 1) & (np.arange(400)[:, None] < UPPER + 10)] == 1)
+    assert np.all(out[joined & (np.arange(400)[:, None] >= LOWER - 10)] == 2)
+    assert (out[joined] == truth[joined]).mean() > 0.95
+
+
+def test_every_ink_pixel_is_labelled_and_words_are_right(page: dict) -> None:
+    prep, out, truth = page["prep"], page["out"], page["truth"]
+    ink = prep.components > 0
+    assert np.all(out[ink] > 0) and np.all(out[~ink] == 0)
+    assert (out[ink] == truth[ink]).mean() > 0.99
+
+
+def test_no_lines_gives_background(page: dict) -> None:
+    prep = page["prep"]
+    out = final_labels(prep, LineSet.empty(), np.full(len(prep.samples), -1))
+    assert out.shape == prep.components.shape and not out.any()
+
+
+def test_unlabelled_component_goes_to_the_nearest_line(page: dict) -> None:
+    """A component none of whose samples has a line (an orphan) takes the nearest line."""
+    prep, lines = page["prep"], page["lines"]
+    labels = page["labels"].copy()
+    k = prep.components[UPPER + 5, 30]  # the first upper-line word
+    labels[prep.sample_component == k] = -1
+    out = final_labels(prep, lines, labels)
+    assert np.all(out[prep.components == k] == 1)
+
+
+def test_components_that_all_reach_their_line_need_no_pixel_pass() -> None:
+    """One word on one line: every sample is in the line's core, nothing else to decide."""
+    ink = np.zeros((60, 120), bool)
+    ink[25:35, 10:110] = True
+    line = LineSet(a=np.zeros(1), b=np.array([30.0]), c=np.array([60.0]), sigma_t=np.array([5.0]),
+                   sigma_s=np.array([30.0]), prior=np.ones(1), region=np.zeros(1, np.int32),
+                   phi=np.zeros(1))
+    prep = _prep(ink)
+    out = final_labels(prep, line, np.zeros(len(prep.samples), np.int64))
+    assert np.array_equal(out, ink.astype(np.int32))
