@@ -174,6 +174,21 @@ def test_evaluate_pairs_by_stem_and_reports(tmp_path):
     assert [r["page"] for r in rows] == ["p1", "p2", "TOTAL"] and rows[2]["o2o"] == "7"
 
 
+def _write_polygon_case(tmp_path, gray, labels, rows, half_length) -> None:
+    """Writes ``gray`` as img/pg.png and a PAGE GT (gt/pg.xml) of horizontal lines at ``rows``
+    whose polygons are the boxes of ``labels``; makes the out/ folder."""
+    h, w = gray.shape
+    n = len(rows)
+    lines = LineSet(a=np.zeros(n), b=np.asarray(rows, float), c=np.full(n, w / 2), sigma_t=np.full(n, 2.0),
+                    sigma_s=np.full(n, half_length), prior=np.full(n, 1.0 / n), region=np.zeros(n, np.int32),
+                    phi=np.zeros(n))
+    seg = Segmentation(labels, lines, np.zeros(0, np.int32), (Region(0, 0.0, (0, 0, w, h), 10),))
+    for d in ("gt", "img", "out"):
+        (tmp_path / d).mkdir()
+    write_page_xml(tmp_path / "gt" / "pg.xml", seg, "pg.png", (h, w))
+    Image.fromarray(gray).save(tmp_path / "img" / "pg.png")
+
+
 def _polygon_case(tmp_path):
     """A page image with two ink lines, a PAGE GT with boxes around them (and around paper)."""
     h, w = 40, 60
@@ -183,24 +198,22 @@ def _polygon_case(tmp_path):
     labels = np.zeros((h, w), np.int32)
     labels[4:16] = 1
     labels[20:34] = 2
-    lines = LineSet(a=np.zeros(2), b=np.array([10.0, 27.0]), c=np.full(2, 30.0), sigma_t=np.full(2, 2.0),
-                    sigma_s=np.full(2, 12.0), prior=np.full(2, 0.5), region=np.zeros(2, np.int32),
-                    phi=np.zeros(2))
-    seg = Segmentation(labels, lines, np.zeros(0, np.int32), (Region(0, 0.0, (0, 0, w, h), 10),))
-    for d in ("gt", "img", "out"):
-        (tmp_path / d).mkdir()
-    write_page_xml(tmp_path / "gt" / "pg.xml", seg, "pg.png", (h, w))
-    Image.fromarray(gray).save(tmp_path / "img" / "pg.png")
+    _write_polygon_case(tmp_path, gray, labels, [10.0, 27.0], 12.0)
     return gray, labels
+
+
+def _score_polygon_case(tmp_path, pred: np.ndarray) -> ContestScore:
+    """Contest score of the result ``pred`` (written as out/pg.dat) against gt/pg.xml."""
+    write_dat(tmp_path / "out" / "pg.dat", pred)
+    report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"],
+                      image_dir=tmp_path / "img")
+    return report.pages[0].contest
 
 
 def test_evaluate_polygon_gt_scored_on_image_ink(tmp_path):
     gray, labels = _polygon_case(tmp_path)
     ink = gray < 128
-    write_dat(tmp_path / "out" / "pg.dat", np.where(ink, labels, 0))
-    report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"],
-                      image_dir=tmp_path / "img")
-    c = report.pages[0].contest
+    c = _score_polygon_case(tmp_path, np.where(ink, labels, 0))
     assert (c.n, c.m, c.o2o) == (2, 2, 2)
     # Labelling all paper too changes nothing: only ink inside the polygons is scored.
     write_dat(tmp_path / "out" / "pg.dat", labels)
@@ -235,20 +248,10 @@ def test_evaluate_polygon_gt_on_a_photographed_card(tmp_path):
     labels = np.zeros((h, w), np.int32)
     labels[22:44, 15:145] = 1
     labels[60:84, 15:145] = 2
-    lines = LineSet(a=np.zeros(2), b=np.array([32.0, 72.0]), c=np.full(2, 80.0), sigma_t=np.full(2, 2.0),
-                    sigma_s=np.full(2, 35.0), prior=np.full(2, 0.5), region=np.zeros(2, np.int32),
-                    phi=np.zeros(2))
-    seg = Segmentation(labels, lines, np.zeros(0, np.int32), (Region(0, 0.0, (0, 0, w, h), 10),))
-    for d in ("gt", "img", "out"):
-        (tmp_path / d).mkdir()
-    write_page_xml(tmp_path / "gt" / "pg.xml", seg, "pg.png", (h, w))
-    Image.fromarray(gray).save(tmp_path / "img" / "pg.png")
+    _write_polygon_case(tmp_path, gray, labels, [32.0, 72.0], 35.0)
     assert page_ink(tmp_path / "img" / "pg.png")[50, 50]  # the whole-page threshold: card = ink
     writing = gray < 100
-    write_dat(tmp_path / "out" / "pg.dat", np.where(writing, labels, 0))
-    report = evaluate([tmp_path / "gt" / "pg.xml"], [tmp_path / "out" / "pg.dat"],
-                      image_dir=tmp_path / "img")
-    c = report.pages[0].contest
+    c = _score_polygon_case(tmp_path, np.where(writing, labels, 0))
     assert (c.n, c.m, c.o2o) == (2, 2, 2)
     gt, ink = polygon_truth_on_ink(tmp_path / "gt" / "pg.xml", tmp_path / "img" / "pg.png")
     assert np.array_equal(ink & (labels > 0), writing & (labels > 0))
