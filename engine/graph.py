@@ -6,6 +6,8 @@ import cv2
 import numpy as np
 from scipy.spatial import Delaunay, QhullError
 
+from .arrays import sorted_unique
+
 
 def delaunay_triangles(samples: np.ndarray) -> np.ndarray:
     """Delaunay triangles ``(T, 3)`` int32 of points ``(N, 2)``; empty when degenerate.
@@ -81,7 +83,7 @@ def triangle_edges(triangles: np.ndarray) -> np.ndarray:
     # Unique on one int64 key per edge: np.unique(axis=0) sorts rows as void records, several
     # times slower, and holds the GIL long enough to stall the GUI thread (0.3-0.6 s).
     n = int(pairs.max()) + 1
-    keys = np.unique(pairs[:, 0] * n + pairs[:, 1])
+    keys = sorted_unique(pairs[:, 0] * n + pairs[:, 1])
     return np.stack([keys // n, keys % n], axis=1).astype(np.int32)
 
 

@@ -35,11 +35,20 @@ PITCH_PER_LINE_HEIGHT = 2.5
 _MIN_PITCH_CORRELATION = 0.5
 
 
+def _members(labels: np.ndarray, member: np.ndarray) -> np.ndarray:
+    """``member[labels]`` (bool per pixel) for a table ``member (n+1,)`` with ``member[0]``
+    False; a plain comparison when every component is a member (a page of one region), where
+    the table lookup is a gather over millions of pixels."""
+    if member[1:].all():
+        return labels > 0
+    return member[labels]
+
+
 def region_mask(components: np.ndarray, comp_in_region: np.ndarray, bbox: tuple[int, int, int, int],
                 scale: float) -> np.ndarray:
     """The region's ink inside ``bbox``, downscaled by ``scale``: float32, fraction of ink."""
     x0, y0, x1, y1 = bbox
-    crop = comp_in_region[components[y0:y1, x0:x1]].astype(np.float32)
+    crop = _members(components[y0:y1, x0:x1], comp_in_region).astype(np.float32)
     if scale < 1.0:
         return cv2.resize(crop, (max(1, round((x1 - x0) * scale)), max(1, round((y1 - y0) * scale))),
                           interpolation=cv2.INTER_AREA)
@@ -343,8 +352,9 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         # Widen the box to the full extent of the region's components.
         comp_in_region = comp_region == r
         comp_in_region[0] = False
-        ys, xs = np.nonzero(comp_in_region[components[max(0, y0 - int(stats.h_cc * 4)):y1 + int(stats.h_cc * 4),
-                                                      max(0, x0 - int(stats.w_cc * 4)):x1 + int(stats.w_cc * 4)]])
+        window = components[max(0, y0 - int(stats.h_cc * 4)):y1 + int(stats.h_cc * 4),
+                            max(0, x0 - int(stats.w_cc * 4)):x1 + int(stats.w_cc * 4)]
+        ys, xs = np.nonzero(_members(window, comp_in_region))
         if len(xs):
             oy, ox = max(0, y0 - int(stats.h_cc * 4)), max(0, x0 - int(stats.w_cc * 4))
             x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)

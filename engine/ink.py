@@ -75,14 +75,21 @@ def _remove_specks(labels: np.ndarray, stats: np.ndarray, params: Parameters
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`remove_specks`, also returning the stats ``(n+1, 5)`` of the kept components
     (relabelling keeps their order, so their rows are the kept rows of ``stats``)."""
-    area = stats[1:, 4].astype(float)
-    if len(area) == 0:
+    if len(stats) <= 1:
         return labels > 0, labels, stats
-    median_area = weighted_median(area, area)
-    min_area = max(params.min_speck_area, params.speck_ratio * median_area)
-    keep = np.concatenate([[False], area >= min_area])
+    keep = _speck_keep(stats, params)
     out = keep_components(labels, keep)
     return out > 0, out, np.concatenate([stats[:1], stats[keep]])
+
+
+def _speck_keep(stats: np.ndarray, params: Parameters) -> np.ndarray:
+    """Which components ``(n+1,)`` :func:`remove_specks` keeps (entry 0, the background, False)."""
+    area = stats[1:, 4].astype(float)
+    if len(area) == 0:
+        return np.zeros(1, bool)
+    median_area = weighted_median(area, area)
+    min_area = max(params.min_speck_area, params.speck_ratio * median_area)
+    return np.concatenate([[False], area >= min_area])
 
 
 def keep_components(labels: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -123,8 +130,13 @@ def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarr
             paper_level = float(np.median(gray[~rough])) if (~rough).any() else 255.0
             ink &= gray < paper_level * (1.0 - params.sauvola_k / 2)
     labels, stats = label_components(ink)
-    labels, stats = remove_non_text(labels, stats, gray.shape)
-    return _remove_specks(labels, stats, params)
+    # Non-text removal, then speck removal on what is left, relabelled in one pass over the
+    # page (each relabelling is a gather over every pixel).
+    keep = _non_text_keep(stats, gray.shape)
+    kept = np.flatnonzero(keep)
+    keep[kept] = _speck_keep(np.concatenate([stats[:1], stats[kept]]), params)[1:]
+    labels = keep_components(labels, keep)
+    return labels > 0, labels, np.concatenate([stats[:1], stats[keep]])
 
 
 def remove_non_text(labels: np.ndarray, stats: np.ndarray, shape: tuple[int, int]
@@ -132,14 +144,18 @@ def remove_non_text(labels: np.ndarray, stats: np.ndarray, shape: tuple[int, int
     """Drop components that cannot be text: page borders and scanner edges (touching the
     image border and over a tenth of the page long) and blobs taller than ten text heights
     (frames, rulers, shadows). Photos of pages (CREMMA) carry such dark backgrounds."""
+    keep = _non_text_keep(stats, shape)
+    if keep[1:].all():
+        return labels, stats
+    return keep_components(labels, keep), np.concatenate([stats[:1], stats[keep]])
+
+
+def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Which components ``(n+1,)`` :func:`remove_non_text` keeps (entry 0 False)."""
     h, w = shape
     s = stats[1:]
     h_text = text_height(stats, shape)
     touches = (s[:, 0] == 0) | (s[:, 1] == 0) | (s[:, 0] + s[:, 2] >= w) | (s[:, 1] + s[:, 3] >= h)
     border = touches & ((s[:, 2] > w / 10) | (s[:, 3] > h / 10))
     huge = (s[:, 3] > 10 * max(h_text, 4.0)) | (s[:, 3] > h / 3) | (s[:, 2] > w / 1.5)
-    bad = np.concatenate([[True], border | huge])
-    if not bad[1:].any():
-        return labels, stats
-    keep = ~bad
-    return keep_components(labels, keep), np.concatenate([stats[:1], stats[keep]])
+    return np.concatenate([[False], ~(border | huge)])

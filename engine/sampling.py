@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arrays import sorted_unique
+
 
 def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
                       ) -> tuple[np.ndarray, np.ndarray]:
@@ -23,7 +25,7 @@ def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
     first = np.full(int(labels.max()) + 1, len(labels), np.int64)
     np.minimum.at(first, labels, np.arange(len(labels)))
     first = first[first < len(labels)]
-    chosen = np.union1d(order[:n_uniform], order[first])
+    chosen = sorted_unique(np.concatenate([order[:n_uniform], order[first]]))
     pixels = ink_index[chosen]  # sorted: raster order, so results do not depend on the draw order
     width = components.shape[1]
     samples = np.stack([pixels % width, pixels // width], axis=1).astype(np.float64)

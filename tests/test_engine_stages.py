@@ -15,6 +15,7 @@ from synthetic import make_page
 
 from engine import initial_lines
 from engine import message_passing as mp
+from engine.arrays import sorted_unique
 from engine.components import boxes_from_stats, component_boxes, component_stats
 from engine.graph import colour_classes, delaunay_edges, delaunay_triangles
 from engine.ink import ink_components, ink_mask
@@ -570,3 +571,12 @@ def test_pixel_grid_delaunay_falls_back_on_repeated_points():
     pts = np.array([[0.0, 0.0], [10, 0], [0, 10], [10, 10], [5, 4], [5, 4]])
     tri = delaunay_triangles(pts)
     assert len(tri) == len(Delaunay(pts).simplices)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sorted_unique_equals_numpy_unique(seed):
+    """sorted_unique (sort and compare) gives np.unique's result on int, float and empty arrays."""
+    rng = np.random.default_rng(seed)
+    for values in (rng.integers(-50, 50, 1000), rng.integers(0, 2**40, 5000), rng.normal(size=300).round(1),
+                   np.zeros(0, np.int64), np.array([7])):
+        np.testing.assert_array_equal(sorted_unique(values), np.unique(values))

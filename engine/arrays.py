@@ -1,0 +1,20 @@
+"""Small array helpers shared by the stages."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-D array, ascending: ``np.unique(values)``.
+
+    NumPy 2.4's ``np.unique`` hashes integers before sorting them, 30 times slower than a
+    sort and a comparison on the few hundred thousand int64 keys of a page's Delaunay edges
+    (139 vs 4 ms)."""
+    s = np.sort(np.asarray(values).ravel())
+    if len(s) == 0:
+        return s
+    keep = np.empty(len(s), bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
