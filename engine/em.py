@@ -113,7 +113,8 @@ def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> lis
 
 
 def _reindex(arr: np.ndarray, delta: np.ndarray, fill: np.ndarray) -> np.ndarray:
-    """Columns of ``arr (W, h)`` moved to windows starting ``delta`` later; new entries = fill."""
+    """Columns of ``arr (W, h)`` moved, in place, to windows starting ``delta`` later; new
+    entries = fill. Returns ``arr``."""
     w = arr.shape[0]
     cols = np.flatnonzero(delta)
     pos = np.arange(w)[:, None] + delta[cols][None, :]

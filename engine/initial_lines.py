@@ -360,13 +360,13 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
             y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
         bbox = (int(x0), int(y0), int(x1), int(y1))
-        ink_cells = region_mask(components, comp_in_region, bbox, scale)
-        phi = best_orientation(ink_cells, bbox, stats, params)
+        region_ink = region_mask(components, comp_in_region, bbox, scale)
+        phi = best_orientation(region_ink, bbox, stats, params)
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
         # Blobs need a finer grid along the text than the orientation search: fragments of
         # one line are told apart by gaps of about one word.
         scale_u = min(scale, 2.0 / max(stats.w_cc, 1.0))
-        raster, (u0, v0) = _region_raster(ink_cells, phi, bbox, scale, scale_u)
+        raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
         blob_stats = replace(stats, h_cc=line_height(raster, stats, scale))
         blobs = line_blobs(raster, blob_stats, params, scale, scale_u)
         uv = to_region_frame(xy, phi)

@@ -67,19 +67,10 @@ def remove_specks(labels: np.ndarray, stats: np.ndarray, params: Parameters
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Drop components smaller than ``speck_ratio`` x the area-weighted median component area
     (and than ``min_speck_area``); relabel the rest 1..n. Returns (ink, labels)."""
-    ink, out, _ = _remove_specks(labels, stats, params)
-    return ink, out
-
-
-def _remove_specks(labels: np.ndarray, stats: np.ndarray, params: Parameters
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`remove_specks`, also returning the stats ``(n+1, 5)`` of the kept components
-    (relabelling keeps their order, so their rows are the kept rows of ``stats``)."""
     if len(stats) <= 1:
-        return labels > 0, labels, stats
-    keep = _speck_keep(stats, params)
-    out = keep_components(labels, keep)
-    return out > 0, out, np.concatenate([stats[:1], stats[keep]])
+        return labels > 0, labels
+    out = keep_components(labels, _speck_keep(stats, params))
+    return out > 0, out
 
 
 def _speck_keep(stats: np.ndarray, params: Parameters) -> np.ndarray:
@@ -130,8 +121,9 @@ def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarr
             paper_level = float(np.median(gray[~rough])) if (~rough).any() else 255.0
             ink &= gray < paper_level * (1.0 - params.sauvola_k / 2)
     labels, stats = label_components(ink)
-    # Non-text removal, then speck removal on what is left, relabelled in one pass over the
-    # page (each relabelling is a gather over every pixel).
+    # Non-text removal, then speck removal on what is left (relabelling keeps the components'
+    # order, so their stats are the kept rows), relabelled in one pass over the page (each
+    # relabelling is a gather over every pixel).
     keep = _non_text_keep(stats, gray.shape)
     kept = np.flatnonzero(keep)
     keep[kept] = _speck_keep(np.concatenate([stats[:1], stats[kept]]), params)[1:]
@@ -139,19 +131,11 @@ def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarr
     return labels > 0, labels, np.concatenate([stats[:1], stats[keep]])
 
 
-def remove_non_text(labels: np.ndarray, stats: np.ndarray, shape: tuple[int, int]
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Drop components that cannot be text: page borders and scanner edges (touching the
-    image border and over a tenth of the page long) and blobs taller than ten text heights
-    (frames, rulers, shadows). Photos of pages (CREMMA) carry such dark backgrounds."""
-    keep = _non_text_keep(stats, shape)
-    if keep[1:].all():
-        return labels, stats
-    return keep_components(labels, keep), np.concatenate([stats[:1], stats[keep]])
-
-
 def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Which components ``(n+1,)`` :func:`remove_non_text` keeps (entry 0 False)."""
+    """Which components ``(n+1,)`` can be text (entry 0, the background, False): not page
+    borders and scanner edges (touching the image border and over a tenth of the page long),
+    not blobs taller than ten text heights (frames, rulers, shadows). Photos of pages
+    (CREMMA) carry such dark backgrounds."""
     h, w = shape
     s = stats[1:]
     h_text = text_height(stats, shape)
