@@ -15,7 +15,7 @@ from synthetic import make_page
 
 from engine import initial_lines
 from engine import message_passing as mp
-from engine.arrays import sorted_unique
+from engine.arrays import nonzero_index, sorted_unique
 from engine.components import boxes_from_stats, component_boxes, component_stats
 from engine.graph import colour_classes, delaunay_edges, delaunay_triangles
 from engine.ink import ink_components, ink_mask
@@ -580,3 +580,15 @@ def test_sorted_unique_equals_numpy_unique(seed):
     for values in (rng.integers(-50, 50, 1000), rng.integers(0, 2**40, 5000), rng.normal(size=300).round(1),
                    np.zeros(0, np.int64), np.array([7])):
         np.testing.assert_array_equal(sorted_unique(values), np.unique(values))
+
+
+@pytest.mark.parametrize("dtype", [bool, np.uint8, np.int32, np.float64])
+def test_nonzero_index_equals_flatnonzero(dtype):
+    """nonzero_index (OpenCV's scan) gives np.flatnonzero's raster-order indices, also on
+    empty, all-zero, single-pixel and non-contiguous images."""
+    rng = np.random.default_rng(3)
+    images = [rng.random((300, 417)) < 0.2, np.zeros((5, 6), bool), np.ones((1, 1), bool),
+              (rng.random((64, 90)) < 0.5)[:, ::3], np.zeros((0, 7), bool)]
+    for image in images:
+        values = image.astype(dtype) * (rng.integers(1, 200, image.shape) if dtype is not bool else 1)
+        np.testing.assert_array_equal(nonzero_index(values.astype(dtype)), np.flatnonzero(values))

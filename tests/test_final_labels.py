@@ -16,9 +16,17 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from engine.model import ComponentStats, LineSet, Preparation
+from engine.model import ComponentStats, LineSet, Preparation, to_region_frame
 from engine.params import Parameters
-from engine.postprocess import _distance, final_labels, line_profile, nearest_line
+from engine.postprocess import (
+    _PROFILE_EDGES,
+    _distance,
+    _profile_bin,
+    _signed_distance,
+    final_labels,
+    line_profile,
+    nearest_line,
+)
 from engine.sampling import sample_ink_pixels
 
 UPPER, LOWER = 150, 250  # line centres (rows); the midpoint is row 200
@@ -154,3 +162,36 @@ def test_components_that_all_reach_their_line_need_no_pixel_pass() -> None:
     prep = _prep(ink)
     out = final_labels(prep, line, np.zeros(len(prep.samples), np.int64))
     assert np.array_equal(out, ink.astype(np.int32))
+
+
+def test_profile_bin_equals_binary_search() -> None:
+    """The computed profile bin equals the binary search's, on the bin edges themselves, their
+    floating-point neighbours, far outside the profile and at random."""
+    edges = _PROFILE_EDGES
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.normal(0.0, 5.0, 20_000), edges, np.nextafter(edges, np.inf),
+                        np.nextafter(edges, -np.inf), [-1e300, 1e300, -np.inf, np.inf, 0.0]])
+    expected = np.clip(np.searchsorted(edges, z) - 1, 0, len(edges) - 2)
+    np.testing.assert_array_equal(_profile_bin(z), expected)
+
+
+@pytest.mark.parametrize("rotation_invariant", [False, True])
+def test_line_forms_give_the_region_frame_distances(rotation_invariant: bool) -> None:
+    """The page-frame forms give the distances computed in each line's tilted region frame."""
+    rng = np.random.default_rng(1)
+    n_lines = 5
+    lines = LineSet(a=rng.normal(0, 0.1, n_lines), b=rng.uniform(0, 300, n_lines), c=rng.uniform(100, 300, n_lines),
+                    sigma_t=rng.uniform(5, 20, n_lines), sigma_s=rng.uniform(30, 90, n_lines),
+                    prior=np.full(n_lines, 0.2), region=np.arange(n_lines), phi=rng.uniform(-1.5, 1.5, n_lines),
+                    rotation_invariant=rotation_invariant)
+    xy = rng.uniform(0, 400, (500, 2))
+    idx = rng.integers(0, n_lines, len(xy))
+    d_t, beyond = _signed_distance(xy, lines, idx)
+    uv = to_region_frame(xy, lines.phi[idx])
+    a, b = lines.a[idx], lines.b[idx]
+    norm = np.sqrt(1.0 + a * a)
+    np.testing.assert_allclose(d_t, (uv[:, 1] - a * uv[:, 0] - b) / norm, atol=1e-9)
+    along = (uv[:, 0] + a * uv[:, 1]) / norm if rotation_invariant else uv[:, 0]
+    np.testing.assert_allclose(beyond, np.maximum(np.abs(along - lines.c[idx]) - 2.0 * lines.sigma_s[idx], 0.0),
+                               atol=1e-9)
+    assert (beyond > 0).any() and (beyond == 0).any()
