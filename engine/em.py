@@ -47,8 +47,17 @@ class _Region:
 
     def line_sums(self, values: np.ndarray) -> np.ndarray:
         """Sum over samples of ``posterior x values[:, None]`` per line ``(L,)``."""
-        return np.bincount(self.window_labels().ravel(), weights=(self.posterior * values[None, :]).ravel(),
-                           minlength=len(self.lines))
+        n_lines = len(self.lines)
+        if self.width == 0 or len(self.offsets) == 0:
+            return np.zeros(n_lines)
+        # Window row j of a sample holds line offset + j: one short bincount per row over the
+        # offsets (a bincount over every window entry, with its (W, n) labels, costs 3x more).
+        n_offsets = n_lines - self.width + 1
+        sums = np.zeros(n_lines)
+        for j in range(self.width):
+            sums[j:j + n_offsets] += np.bincount(self.offsets, weights=self.posterior[j] * values,
+                                                 minlength=n_offsets)
+        return sums
 
 
 # The region graphs of the last preparation seen: merging the initial lines runs EM's first
@@ -199,13 +208,20 @@ def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteratio
         # sample's short row is many times slower in NumPy. Ties go to the lower label.
         rest = p.copy()
         cols = np.arange(p.shape[1])
+        top_lines = np.empty((k, p.shape[1]), np.int32)
+        top_probs = np.empty((k, p.shape[1]), np.float32)
         for j in range(k):
             best = rest.argmax(axis=0)
-            post_lines[st.samples, j] = st.lines[st.offsets + best]
-            post_probs[st.samples, j] = rest[best, cols]
-            rest[best, cols] = -1.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            entropy[st.samples] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=0)
+            top_lines[j] = st.lines[st.offsets + best]
+            flat = best * p.shape[1] + cols  # (row, column) of each sample's pick in ``rest``
+            top_probs[j] = rest.ravel()[flat]
+            rest.ravel()[flat] = -1.0
+        post_lines[st.samples, :k] = top_lines.T
+        post_probs[st.samples, :k] = top_probs.T
+        # p log p, with 0 log 0 = 0: p is floored at the smallest normal float first.
+        logp = np.log(np.maximum(p, np.finfo(np.float32).tiny))
+        logp *= p
+        entropy[st.samples] = -logp.sum(axis=0)
     return Snapshot(iteration=iteration, sweep=sweep, lines=lines, posterior_lines=post_lines,
                     posterior_probs=post_probs, entropy=entropy,
                     theta=(float(theta[0]), float(theta[1]), float(theta[2])), kl=float(kl),

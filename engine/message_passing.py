@@ -25,6 +25,7 @@ merges lines; both are kept and selectable.
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,28 +106,47 @@ def shifted(m: np.ndarray, shift: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     above[:-1] = m[1:]
     moved = np.flatnonzero(shift)
     if len(moved):
-        padded = np.zeros((w + 2, len(moved)), dtype=m.dtype)
+        # The moved columns, with a zero row above and below, read by flat indices: row
+        # clip(j + shift + d, -1, W) + 1 of each (take_along_axis builds the same indices
+        # with more passes).
+        k = len(moved)
+        padded = np.zeros((w + 2, k), dtype=m.dtype)
         padded[1:-1] = np.take(m, moved, axis=1)
         base = np.arange(w)[:, None] + shift[moved][None, :]
+        cols = np.arange(k)
+        flat = padded.ravel()
         for out, d in ((same, 0), (below, -1), (above, 1)):
-            out[:, moved] = np.take_along_axis(padded, np.clip(base + d, -1, w) + 1, axis=0)
+            rows = np.clip(base + d, -1, w)
+            rows += 1
+            rows *= k
+            rows += cols
+            out[:, moved] = np.take(flat, rows)
     return same, below, above
 
 
-def pairwise_message(log_m: np.ndarray, theta: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
+def pairwise_message(log_m: np.ndarray, theta: np.ndarray, shift: np.ndarray | None = None, *,
+                     normalised: bool = False, overwrite: bool = False) -> np.ndarray:
     """O(L) pairwise sum ``log sum_h' e^{-theta_f(h,h')} m(h')`` for columns of log messages
     ``(W, h)``; returns ``(W, h)`` float32 (each column defined up to a constant). With label
-    windows, ``shift (h,)`` is the receiving window's offset minus the sending one's."""
+    windows, ``shift (h,)`` is the receiving window's offset minus the sending one's.
+    ``normalised``: every column's maximum is at most 0 and its entries at least
+    MESSAGE_FLOOR (as :func:`sweep` stores them), so exp needs no shift; ``overwrite``:
+    ``log_m`` may be used as scratch space."""
     e0, e1, e2 = (np.float32(w) for w in pairwise_weights(theta))
-    m = np.exp(log_m - log_m.max(axis=0))
+    if normalised:
+        m = np.exp(log_m, out=log_m if overwrite and log_m.dtype == np.float32 else None)
+    else:
+        m = log_m - log_m.max(axis=0)
+        np.exp(m, out=m)
     total = m.sum(axis=0)
     # Columns whose windows coincide (most edges join samples with the same best line):
     # neighbouring labels are neighbouring rows.
     out = m * (e0 - e2)
     out += e2 * total
     if len(m) > 1:
-        out[1:] += (e1 - e2) * m[:-1]
-        out[:-1] += (e1 - e2) * m[1:]
+        near = m * (e1 - e2)
+        out[1:] += near[:-1]
+        out[:-1] += near[1:]
     moved = np.flatnonzero(shift) if shift is not None else np.zeros(0, np.int64)
     if len(moved):
         sub = np.take(m, moved, axis=1)
@@ -220,47 +240,81 @@ def learn_theta(q: np.ndarray, theta: np.ndarray, moments: np.ndarray,
     return theta, 0.0
 
 
+def _update_vertices(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
+                     power: np.ndarray, unit_power: bool, damping: float, posterior: np.ndarray,
+                     shift: np.ndarray | None, start: int, stop: int, verts: np.ndarray,
+                     starts: np.ndarray) -> float:
+    """Update vertices ``verts`` of one colour class, whose half-edges are ``[start, stop)``
+    with ``starts`` each vertex's first (relative to ``start``); see :func:`sweep`. Returns
+    the sum over them of the largest change of a posterior entry."""
+    # np.take, not out[:, index]: fancy indexing returns a Fortran-ordered array here,
+    # on which every reduction over the labels is slow again.
+    incoming = pairwise_message(np.take(out, graph.twin[start:stop], axis=1), theta,
+                                None if shift is None else shift[start:stop], normalised=True, overwrite=True)
+    logp = np.add.reduceat(incoming, starts, axis=1)
+    logp += np.take(unary, verts, axis=1)
+    if not unit_power:
+        logp *= power[verts]
+    logp -= logp.max(axis=0)
+    np.maximum(logp, EXP_FLOOR, out=logp)
+    p = np.exp(logp)
+    total = p.sum(axis=0)
+    p /= total
+    logp -= np.log(total)
+    counts = np.diff(np.append(starts, stop - start))
+    new = np.repeat(logp, counts, axis=1)
+    new -= incoming
+    new -= new.max(axis=0)
+    if damping > 0:
+        new *= 1.0 - damping
+        new += damping * out[:, start:stop]
+        new -= new.max(axis=0)
+    np.maximum(new, MESSAGE_FLOOR, out=new)
+    out[:, start:stop] = new
+    old = np.take(posterior, verts, axis=1)
+    change = float(np.abs(p - old).max(axis=0).sum())
+    posterior[:, verts] = p
+    return change
+
+
+#: A colour class with at least this many half-edges is updated by two threads, each on half
+#: of its vertices (they share no edge, so the halves are independent and the result is the
+#: same). NumPy releases the GIL in the vectorised passes.
+PARALLEL_MIN_HALF_EDGES = 20_000
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlgui-sweep")
+    return _POOL
+
+
 def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
-          power: np.ndarray, damping: float, posterior: np.ndarray, shift: np.ndarray | None = None
-          ) -> float:
+          power: np.ndarray, damping: float, posterior: np.ndarray, shift: np.ndarray | None = None,
+          threads: int = 2) -> float:
     """One sequential sweep over the colour classes, in place on ``out (W, 2E)`` and
     ``posterior (W, n)`` (``unary (W, n)``; ``shift``: see :func:`edge_class_fractions`).
     ``power (n,)``: exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for the paper's rule).
-    Returns the mean over samples of the largest change of a sample's posterior entry.
+    ``threads``: 1 or 2 (large colour classes split in two halves). Returns the mean over
+    samples of the largest change of a sample's posterior entry.
 
     Arrays are label-major (one row per window position) because every reduction is over
     the few labels of a sample: across rows that is a handful of contiguous vector
     operations, where a reduction along short rows is many times slower in NumPy."""
     change = 0.0
     unit_power = bool(np.all(power == 1))
+    args = (unary, out, graph, theta, power, unit_power, damping, posterior, shift)
     for start, stop, verts, starts in graph.classes:  # a few colour classes, each vectorised
-        # np.take, not out[:, index]: fancy indexing returns a Fortran-ordered array here,
-        # on which every reduction over the labels is slow again.
-        incoming = pairwise_message(np.take(out, graph.twin[start:stop], axis=1), theta,
-                                    None if shift is None else shift[start:stop])
-        logp = np.add.reduceat(incoming, starts, axis=1)
-        logp += np.take(unary, verts, axis=1)
-        if not unit_power:
-            logp *= power[verts]
-        logp -= logp.max(axis=0)
-        np.maximum(logp, EXP_FLOOR, out=logp)
-        p = np.exp(logp)
-        total = p.sum(axis=0)
-        p /= total
-        logp -= np.log(total)
-        counts = np.diff(np.append(starts, stop - start))
-        new = np.repeat(logp, counts, axis=1)
-        new -= incoming
-        new -= new.max(axis=0)
-        if damping > 0:
-            new *= 1.0 - damping
-            new += damping * out[:, start:stop]
-            new -= new.max(axis=0)
-        np.maximum(new, MESSAGE_FLOOR, out=new)
-        out[:, start:stop] = new
-        old = np.take(posterior, verts, axis=1)
-        change += float(np.abs(p - old).max(axis=0).sum())
-        posterior[:, verts] = p
+        if threads > 1 and stop - start >= PARALLEL_MIN_HALF_EDGES and len(verts) > 1:
+            half = len(verts) // 2
+            mid = start + int(starts[half])
+            second = _pool().submit(_update_vertices, *args, mid, stop, verts[half:], starts[half:] - starts[half])
+            change += _update_vertices(*args, start, mid, verts[:half], starts[:half])
+            change += second.result()
+        else:
+            change += _update_vertices(*args, start, stop, verts, starts)
     if len(graph.isolated):
         u = np.take(unary, graph.isolated, axis=1)
         p = np.exp(u - u.max(axis=0))
