@@ -26,6 +26,7 @@ merges lines; both are kept and selectable.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -289,6 +290,15 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     if _POOL is None:
         _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlgui-sweep")
     return _POOL
+
+
+def _forget_pool() -> None:
+    # A forked child has the pool object but not its thread: work submitted there would wait forever.
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
