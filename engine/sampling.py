@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import sorted_unique
+from .arrays import nonzero_index, sorted_unique
 
 
 def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
@@ -13,7 +13,7 @@ def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
     uniform draw missed. Returns samples float64 ``(N, 2)`` [x, y] in raster order and the
     component label of each ``(N,)``. Same seed -> same samples."""
     flat = components.ravel()
-    ink_index = np.flatnonzero(flat)
+    ink_index = nonzero_index(components)
     if len(ink_index) == 0:
         return np.zeros((0, 2)), np.zeros(0, np.int32)
     rng = np.random.default_rng(seed)
