@@ -265,11 +265,12 @@ def _update_vertices(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, the
     counts = np.diff(np.append(starts, stop - start))
     new = np.repeat(logp, counts, axis=1)
     new -= incoming
-    new -= new.max(axis=0)
     if damping > 0:
+        # A message is defined up to a constant, which damping only scales: one
+        # normalisation after it does for both.
         new *= 1.0 - damping
         new += damping * out[:, start:stop]
-        new -= new.max(axis=0)
+    new -= new.max(axis=0)
     np.maximum(new, MESSAGE_FLOOR, out=new)
     out[:, start:stop] = new
     old = np.take(posterior, verts, axis=1)
