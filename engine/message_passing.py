@@ -80,9 +80,9 @@ def build_region_graph(n: int, edges: np.ndarray, seed: int = 0) -> RegionGraph:
     for start, stop in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(owner)]]), strict=True):
         if stop <= start:
             continue
-        own = owner[start:stop]
-        verts, starts = np.unique(own, return_index=True)
-        classes.append((int(start), int(stop), verts, starts))
+        own = owner[start:stop]  # sorted: one run of half-edges per vertex
+        starts = np.concatenate([[0], np.flatnonzero(own[1:] != own[:-1]) + 1])
+        classes.append((int(start), int(stop), own[starts], starts))
     return RegionGraph(n=n, owner=owner, twin=twin, pair=pair, degree=degree, classes=tuple(classes),
                        isolated=np.flatnonzero(degree == 0))
 
