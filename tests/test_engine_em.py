@@ -196,12 +196,13 @@ def test_end_to_end_fm(kind):
 
 
 def test_theta_from_an_edge_sample_matches_all_edges(monkeypatch):
-    """The theta step reads a fixed random sample of the edges on large pages: with the sample
-    cut to a fifth of a synthetic page's edges, the learned theta stays within 0.35 nats of
-    the one learned from every edge, and the labelling scores the same. (A fifth of the edges
-    is a noisy sample: 0.08-0.27 nats on the pages of seeds 3-5, with either tie-breaking of
-    the Delaunay graph's cocircular points.)"""
+    """The theta step reads a fixed random sample of the edges on large pages. With the sample
+    cut to a fifth of a synthetic page's edges: the sample's mean class fractions (what theta
+    is matched on) are within 4 standard errors of every edge's, and EM labels the page as
+    well as with every edge. (Theta itself is no test: on 2k edges the rarest class is a dozen
+    edges, and 6 EM iterations amplify that noise to 0.1-0.4 nats.)"""
     from engine import em
+    from engine import message_passing as mp
 
     page = make_page("straight", seed=3)
     ink = page.labels > 0
@@ -211,11 +212,20 @@ def test_theta_from_an_edge_sample_matches_all_edges(monkeypatch):
         monkeypatch.setattr(em, "THETA_EDGE_SAMPLE", cap if cap else len(prep.edges) // 5)
         em._GRAPHS.clear()
         *_, last = run_em(prep)
-        results[cap] = (np.array(last.theta), contest_metric(page.labels, finish(prep, last).labels, ink=ink).fm)
-        if cap is None:
-            states = em._region_states(prep, prep.initial_lines, prep.params)
-            sampled = sum(len(st.theta_edges) for st in states if st.theta_edges is not None)
-            assert 0 < sampled <= len(prep.edges) // 5 + len(states)
-    (theta_all, fm_all), (theta_sample, fm_sample) = results[10**9], results[None]
-    assert np.abs(theta_all - theta_sample).max() < 0.35, (theta_all, theta_sample)
-    assert fm_sample == fm_all
+        results[cap] = contest_metric(page.labels, finish(prep, last).labels, ink=ink).fm
+    assert results[None] == results[10**9]
+
+    states = em._region_states(prep, prep.initial_lines, prep.params)
+    sampled = sum(len(st.theta_edges) for st in states if st.theta_edges is not None)
+    assert 0 < sampled <= len(prep.edges) // 5 + len(states)
+    unaries = em._windowed(states, em._unaries(states, prep.initial_lines, prep.params, prep.stats.h_cc))
+    q_all, q_sample = [], []
+    for st, u in zip(states, unaries, strict=True):
+        shift = mp.half_edge_shift(st.graph, st.offsets)
+        for _ in range(5):
+            mp.sweep(u, st.out, st.graph, np.array([-2.0, 0.0, 2.0]), st.power, 0.5, st.posterior, shift)
+        q_all.append(mp.edge_class_fractions(st.out, st.graph, shift))
+        q_sample.append(mp.edge_class_fractions(st.out, st.graph, shift, st.theta_edges))
+    q_all, q_sample = np.concatenate(q_all), np.concatenate(q_sample)
+    error = q_all.std(axis=0) / np.sqrt(len(q_sample))
+    assert np.all(np.abs(q_sample.mean(axis=0) - q_all.mean(axis=0)) <= 4 * error + 1e-12)
