@@ -68,7 +68,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
-                                                            params.seed)
+                                                            params.seed, ink)
     tick("sample")
     say("graph")
     triangles, delaunay = _graph.delaunay_edges(samples)

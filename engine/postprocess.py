@@ -258,7 +258,8 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
     sure[sc[on_single][(z_s >= z_lo) & (z_s <= z_hi)]] = True
     look = multi | (single & ~sure)
     # Only ink pixels are ever looked at or labelled: no gather over the whole page.
-    ink = nonzero_index(comps)
+    # The preparation's ink mask is ``comps > 0``: its scan skips that comparison's page pass.
+    ink = nonzero_index(prep.ink if prep.ink.shape == comps.shape else comps)
     ink_comp = comps.ravel()[ink]
     looked = look[ink_comp]
     pix = ink[looked]

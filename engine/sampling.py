@@ -7,13 +7,14 @@ import numpy as np
 from .arrays import nonzero_index, sorted_unique
 
 
-def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def sample_ink_pixels(components: np.ndarray, ratio: float = 0.05, seed: int = 0,
+                      ink: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sample ``ratio`` of the ink pixels uniformly, plus one pixel of every component the
     uniform draw missed. Returns samples float64 ``(N, 2)`` [x, y] in raster order and the
-    component label of each ``(N,)``. Same seed -> same samples."""
+    component label of each ``(N,)``. Same seed -> same samples. ``ink``: the mask
+    ``components > 0`` when the caller has it (saves a pass over the page)."""
     flat = components.ravel()
-    ink_index = nonzero_index(components)
+    ink_index = nonzero_index(ink if ink is not None and ink.shape == components.shape else components)
     if len(ink_index) == 0:
         return np.zeros((0, 2)), np.zeros(0, np.int32)
     rng = np.random.default_rng(seed)
