@@ -299,7 +299,8 @@ def _forget_pool() -> None:
     _POOL = None
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+if hasattr(os, "register_at_fork"):  # POSIX only; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
