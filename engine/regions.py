@@ -21,7 +21,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from .graph import triangle_edges
-from .initial_lines import PITCH_PER_LINE_HEIGHT, line_pitch
+from .initial_lines import _TARGET_HCC, PITCH_PER_LINE_HEIGHT, blob_elongation, line_pitch
 from .model import ComponentStats
 from .params import Parameters
 
@@ -48,11 +48,11 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
     edges = triangle_edges(kept)
     label = _components(edges, n)
     label = _merge_small(samples, label, params.min_region_samples)
-    if params.multi_oriented and SPLIT_ANGLE > 0:
+    if (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
         # Blocks written at different angles that touch (a side note against the main text)
         # form one region, and one frame angle cannot fit both: cut the region's edges
         # between parts whose local text angles differ, then merge the crumbs back. Only
-        # where the orientation search covers every angle: within the paper's +-40 deg a
+        # where the orientation search can reach every angle: within the paper's +-40 deg a
         # split-off vertical note still gets a wrong frame (moc-train: the share of samples
         # in regions more than 10 deg off went 0.40 -> 0.385 only, at 0.1-0.3 s a page).
         part, scale = orientation_parts(samples, label, stats, params.min_region_samples)
@@ -60,7 +60,10 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
         split = _components(edges[cut], n)
         if split.max() > label.max():
             split = _merge_small(samples, split, params.min_region_samples)
-            label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples)
+            # Without multi_oriented a part must also show longer lines at its own angle (as
+            # a steep region must in initial_lines.best_orientation).
+            label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
+                                        None if params.multi_oriented else (stats, params))
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
@@ -165,13 +168,20 @@ def contrast_curves(d: np.ndarray, window: np.ndarray, n_windows: int, radius: f
 
 
 def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarray,
-                        scale: dict[int, float], min_samples: int) -> np.ndarray:
+                        scale: dict[int, float], min_samples: int,
+                        elongation: tuple[ComponentStats, Parameters] | None = None) -> np.ndarray:
     """``part`` with every part that is not its region's largest folded into that largest one
     unless its own text angle fits it clearly better than the largest part's angle: the line
     contrast of the whole part at the largest part's angle under ``KEEP_RATIO`` x its best.
     Local angles are noisy where windows hold about one line (Arabic hands with a line pitch
     of five component heights: crumbs at +-35 deg on a horizontal page); a side note at
-    another angle shows no lines at the main text's angle."""
+    another angle shows no lines at the main text's angle.
+
+    With ``elongation`` (the page's stats and parameters) a part is kept only if, in
+    addition, its filtered blobs are longer along the text at its own angle than at the main
+    part's (:func:`engine.initial_lines.blob_elongation` on a raster of its samples). The
+    contrast alone split a block of an Arabic page's main text (ahte moc_train_18, 992
+    samples) that its frame search then put back at the main text's angle: lines cut in two."""
     part = part.copy()
     for r in range(int(region.max()) + 1):
         idx = np.flatnonzero(region == r)
@@ -203,9 +213,27 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
             # far from the main text's (Arabic line ends rise by 20-40 deg: ahte pages).
             evidence = gap >= _FAR_ANGLE or sizes[ids == p][0] >= 16 * min_samples
             distinct = curves[p][main_k] < KEEP_RATIO * curves[p][own_k] and gap > SPLIT_ANGLE and evidence
+            if p != main and distinct and elongation is not None:
+                members = idx[part[idx] == p]
+                distinct = (sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[own_k]))
+                            > sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[main_k])))
             if p != main and not distinct:
                 part[idx[part[idx] == p]] = main
     return part
+
+
+def sample_elongation(points: np.ndarray, stats: ComponentStats, params: Parameters, deg: float
+                      ) -> float:
+    """:func:`engine.initial_lines.blob_elongation` of the ink the samples ``points (n, 2)``
+    stand for: their count per cell of the bank's grid (H_cc / 8) as the ink raster."""
+    cell = max(stats.h_cc, 1.0) / _TARGET_HCC
+    x0, y0 = np.floor(points.min(axis=0)).astype(int)
+    x1, y1 = np.floor(points.max(axis=0)).astype(int) + 1
+    nx, ny = max(1, int(math.ceil((x1 - x0) / cell))), max(1, int(math.ceil((y1 - y0) / cell)))
+    ix = np.minimum(((points[:, 0] - x0) / cell).astype(np.int64), nx - 1)
+    iy = np.minimum(((points[:, 1] - y0) / cell).astype(np.int64), ny - 1)
+    raster = np.bincount(iy * nx + ix, minlength=nx * ny).reshape(ny, nx).astype(np.float32)
+    return blob_elongation(raster, (int(x0), int(y0), int(x1), int(y1)), stats, params, deg)
 
 
 # Whole parts hold long lines: at the local search's 5 deg steps their lines smear.
