@@ -33,6 +33,10 @@ _ALONG_CELLS = 6.0
 PITCH_PER_LINE_HEIGHT = 2.5
 # Autocorrelation a pitch needs to be trusted (regular line spacing); noise pages stay under 0.2.
 _MIN_PITCH_CORRELATION = 0.5
+# Blob elongation (mean log(width / height)) at which the orientation range's best angle shows
+# lines (blobs ~7 x longer than tall): a steep angle is not considered then. Latin pages: 2.2-3.3;
+# moc-train regions rightly turned steep: -0.9-1.3 within the range.
+LINES_IN_RANGE = 2.0
 
 
 def _members(labels: np.ndarray, member: np.ndarray) -> np.ndarray:
@@ -239,9 +243,10 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
         angles[int(np.argmax(scores))])
     if steep and (~inside).any():
         k = int(np.argmax(np.where(inside, -np.inf, scores)))
-        if scores[k] > scores[angles == best][0] and (
-                blob_elongation(small, bbox, stats, params, float(angles[k]))
-                > blob_elongation(small, bbox, stats, params, best)):
+        inside_elongation = blob_elongation(small, bbox, stats, params, best) if scores[k] > scores[
+            angles == best][0] else math.inf
+        if inside_elongation < LINES_IN_RANGE and (
+                blob_elongation(small, bbox, stats, params, float(angles[k])) > inside_elongation):
             best = float(angles[k])
             lo, hi = -90.0, 90.0
     # A finer look around the best angle: skew matters to a fraction of a degree on long lines.

@@ -102,12 +102,11 @@ class Parameters:
     multi_oriented: bool = False
     #: Without multi_oriented, a region may still take an angle outside orientation_min...max
     #: (steep or vertical side notes) when its lines show better there on two counts: line
-    #: contrast and blobs longer along the text (engine.initial_lines.best_orientation), and a
-    #: region is cut where its local text angle changes (engine.regions). Off by default:
-    #: moc-train FM 17.3 -> 23.7 %, line IU 20.4 -> 32.8 %, pixel IU 31.6 -> 46.9 % with it,
-    #: ahte-train and cremma20 unchanged, but kraken-sample's pixel IU 94.22 -> 94.21 % (a strip
-    #: of scan-edge noise, 333 samples, turned to -90 deg).
-    steep_regions: bool = False
+    #: contrast and blobs longer along the text, and not when the range's best already shows
+    #: long blobs (engine.initial_lines.best_orientation); a region is also cut where its local
+    #: text angle changes (engine.regions). moc-train FM 17.3 -> 23.7 %, line IU 20.4 -> 32.8 %,
+    #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged.
+    steep_regions: bool = True
     #: Blobs are the filtered response above this fraction of its Otsu level (1 = Otsu).
     blob_threshold: float = 1.0
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).

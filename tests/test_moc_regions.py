@@ -54,9 +54,9 @@ def test_touching_side_note_gets_its_own_region_and_angle(side_deg: float) -> No
 
 def test_touching_blocks_share_a_region_without_the_split(monkeypatch: pytest.MonkeyPatch) -> None:
     """The page above is a real test of the split: Delaunay regions alone join the blocks, and
-    the default (+-40 deg) search does not split."""
+    without multi_oriented or steep_regions nothing splits them."""
     image, block, _ = _touching_blocks_page(70.0)
     monkeypatch.setattr(regions, "SPLIT_ANGLE", 0.0)
     assert len(prepare(image, Parameters(multi_oriented=True)).regions) == 1
     monkeypatch.undo()
-    assert len(prepare(image, Parameters()).regions) == 1
+    assert len(prepare(image, Parameters(steep_regions=False)).regions) == 1
