@@ -55,6 +55,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "merge_gap": (0.0, 100.0, True, True),
     "merge_offset": (0.0, 10.0, True, True),
     "merge_offset_pitch": (0.0, 0.9, True, True),
+    "split_offset": (0.0, 100.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
     "label_window": (0, 10_000, True, True),
     "blob_threshold": (0.05, 2.0, True, True),
@@ -177,6 +178,14 @@ class Parameters:
     merge_offset: float = 0.6
     merge_offset_pitch: float = 0.4
     merge_fragments: bool = True
+    #: After EM, a row of whole-height components lying more than split_offset x H_cc across
+    #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
+    #: lines of their own in CREMMA's ground truth) becomes a line of its own; 0 = never.
+    #: Off by default: 1.0 on all 54 dev pages (bench/run_bench.py) raised cremma20 FM
+    #: 67.0 -> 67.7 %, line IU 61.4 -> 62.1, pixel IU 72.3 -> 74.5 (kraken unchanged), but
+    #: split rows of ascenders and marks off Arabic lines (H_cc is a letter's height there):
+    #: ahte-train FM 62.6 -> 62.1, moc-train FM 17.3 -> 16.0 (result lines 677 -> 814).
+    split_offset: float = 0.0
     # --- snapshots ----------------------------------------------------------------------
     #: A snapshot keeps each sample's posterior over its top-k lines.
     snapshot_top_k: int = 4
