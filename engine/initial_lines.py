@@ -170,12 +170,6 @@ def across_profile(cells: tuple[np.ndarray, np.ndarray, np.ndarray], phi: float,
     return np.bincount(row, w - upper, minlength=n) + np.bincount(row + 1, upper, minlength=n)
 
 
-def _profile_sharpness_smoothed(profile: np.ndarray, sigma: float) -> float:
-    smoothed = cv2.GaussianBlur(profile.astype(np.float32)[:, None], (0, 0), sigmaX=0.3,
-                                sigmaY=max(sigma, 0.3), borderType=cv2.BORDER_CONSTANT)
-    return profile_sharpness(smoothed)
-
-
 def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float) -> float:
     """Orientation score of a row profile ``(h,)`` across the text: the fraction of the energy
     of the profile (after the bank's Gaussian of ``sigma_across`` rows) that lies above the

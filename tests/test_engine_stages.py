@@ -320,8 +320,10 @@ def test_across_profile_matches_the_filtered_raster(deg):
     cells = initial_lines.ink_cells(small, region.bbox, max(1, int(scale / scale_u)))
     profile = initial_lines.across_profile(cells, math.radians(deg), region.bbox, scale, scale_u, sig_along)
     assert len(profile) == raster.shape[0]
-    got = initial_lines._profile_sharpness_smoothed(profile, sig_across)
-    assert got == pytest.approx(expected, rel=0.01)
+    # The profile is blurred across the text as the raster was (the bank's Gaussian).
+    blurred = cv2.GaussianBlur(profile.astype(np.float32)[:, None], (0, 0), sigmaX=0.3,
+                               sigmaY=max(sig_across, 0.3), borderType=cv2.BORDER_CONSTANT)
+    assert initial_lines.profile_sharpness(blurred) == pytest.approx(expected, rel=0.01)
 
 
 # --------------------------------------------------------------------------- regression
