@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 
 
@@ -22,17 +21,11 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 
 
 def nonzero_index(image: np.ndarray) -> np.ndarray:
-    """Flat indices (raster order) of the non-zero pixels of a 2-D array, int64 ``(n,)``:
+    """Flat indices (raster order) of the non-zero pixels of an array, int64 ``(n,)``:
     ``np.flatnonzero(image)``.
 
-    OpenCV's scan is several times faster on a page (11 Mpx, 1 M ink pixels: 14 ms for the
-    mask and the scan, where np.flatnonzero takes 27 and np.nonzero 49)."""
+    NumPy's scan of a boolean mask is fast; on integer labels it is several times slower than
+    comparing with 0 first (11 Mpx, 1 M ink pixels: 9 ms against 34; OpenCV's findNonZero
+    and the index arithmetic after it: 15-33 ms)."""
     image = np.asarray(image)
-    if image.ndim != 2 or image.size == 0 or image.shape[0] * image.shape[1] >= 2**31:
-        return np.flatnonzero(image)
-    mask = image.view(np.uint8) if image.dtype == bool else (image != 0).view(np.uint8)
-    points = cv2.findNonZero(np.ascontiguousarray(mask))
-    if points is None:
-        return np.zeros(0, np.int64)
-    points = points.reshape(-1, 2).astype(np.int64)
-    return points[:, 1] * image.shape[1] + points[:, 0]
+    return np.flatnonzero(image if image.dtype == bool else image != 0)

@@ -586,7 +586,7 @@ def test_sorted_unique_equals_numpy_unique(seed):
 
 @pytest.mark.parametrize("dtype", [bool, np.uint8, np.int32, np.float64])
 def test_nonzero_index_equals_flatnonzero(dtype):
-    """nonzero_index (OpenCV's scan) gives np.flatnonzero's raster-order indices, also on
+    """nonzero_index (a boolean scan) gives np.flatnonzero's raster-order indices, also on
     empty, all-zero, single-pixel and non-contiguous images."""
     rng = np.random.default_rng(3)
     images = [rng.random((300, 417)) < 0.2, np.zeros((5, 6), bool), np.ones((1, 1), bool),
