@@ -257,15 +257,12 @@ def blob_elongation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: C
     Otsu's level (width along the text, pixels). Text lines make long blobs at their own
     angle; at 90 deg from it the long filter joins letters of several lines into short ones."""
     scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
-    scale_u = min(scale, 2.0 / max(stats.w_cc, 1.0))  # the blob grid of initial_lines
+    scale_u = blob_scale_u(stats, scale)
     raster, _ = _region_raster(small, math.radians(deg), bbox, scale, scale_u)
-    filtered = _smooth(raster, params.filter_sigma_across * stats.h_cc * scale,
-                       params.filter_sigma_along * stats.w_cc * scale_u)
-    positive = filtered[filtered > 1e-6]
-    if positive.size == 0:
+    found = _filtered_blobs(raster, stats, params, scale, scale_u)
+    if found is None:
         return -math.inf
-    binary = (filtered > params.blob_threshold * _otsu(positive)).astype(np.uint8)
-    n, labels, cc_stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4, ltype=cv2.CV_32S)
+    _, n, labels, cc_stats = found
     ink = np.bincount(labels.ravel(), raster.ravel(), minlength=n)[1:]
     if n <= 1 or ink.sum() <= 0:
         return -math.inf
@@ -316,23 +313,38 @@ def _otsu(values: np.ndarray) -> float:
     return float(centres[int(np.argmax(between))])
 
 
+def blob_scale_u(stats: ComponentStats, scale: float) -> float:
+    """Cells per pixel along the text of the blob raster: finer than the orientation search's
+    (:func:`along_scale`), since fragments of one line are told apart by gaps of about one word."""
+    return min(scale, 2.0 / max(stats.w_cc, 1.0))
+
+
+def _filtered_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
+                    scale_u: float) -> tuple[np.ndarray, int, np.ndarray, np.ndarray] | None:
+    """The bank's filtered raster and its blobs above the blob threshold: (filtered, count
+    with the background, labels, OpenCV stats); None when the raster is empty."""
+    filtered = _smooth(raster, params.filter_sigma_across * stats.h_cc * scale,
+                       params.filter_sigma_along * stats.w_cc * scale_u)
+    positive = filtered[filtered > 1e-6]
+    if positive.size == 0:
+        return None
+    # Below Otsu's level (blob_threshold < 1): short lines (a few words) respond weaker than
+    # full ones and fell under Otsu itself; lines that merge at the lower level are cut at
+    # their valleys (line_blobs).
+    binary = (filtered > params.blob_threshold * _otsu(positive)).astype(np.uint8)
+    n, labels, cc_stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4, ltype=cv2.CV_32S)
+    return filtered, n, labels, cc_stats
+
+
 def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
                scale_u: float | None = None) -> np.ndarray:
     """Blob label per raster cell (int32, 0 = none) after Otsu, overlap splitting and
     residual-blob removal; ``scale``/``scale_u``: cells per pixel across/along the text."""
     scale_u = scale if scale_u is None else scale_u
-    filtered = _smooth(raster, params.filter_sigma_across * stats.h_cc * scale,
-                       params.filter_sigma_along * stats.w_cc * scale_u)
-    positive = filtered[filtered > 1e-6]
-    if positive.size == 0:
+    found = _filtered_blobs(raster, stats, params, scale, scale_u)
+    if found is None or found[1] <= 1:
         return np.zeros(raster.shape, np.int32)
-    # Below Otsu's level (blob_threshold < 1): short lines (a few words) respond weaker than
-    # full ones and fell under Otsu itself; lines that merge at the lower level are cut at
-    # their valleys below.
-    binary = (filtered > params.blob_threshold * _otsu(positive)).astype(np.uint8)
-    n, labels, cc_stats, _ = cv2.connectedComponentsWithStats(binary, connectivity=4, ltype=cv2.CV_32S)
-    if n <= 1:
-        return np.zeros(raster.shape, np.int32)
+    filtered, n, labels, cc_stats = found
     # Residual blobs: mean ink fraction inside the blob under t_r.
     ink_sum = np.bincount(labels.ravel(), weights=raster.ravel(), minlength=n)
     area = np.maximum(cc_stats[:, cv2.CC_STAT_AREA], 1)
@@ -433,9 +445,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         region_ink = region_mask(components, comp_in_region, bbox, scale)
         phi = best_orientation(region_ink, bbox, stats, params)
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
-        # Blobs need a finer grid along the text than the orientation search: fragments of
-        # one line are told apart by gaps of about one word.
-        scale_u = min(scale, 2.0 / max(stats.w_cc, 1.0))
+        scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
         blob_stats = replace(stats, h_cc=line_height(raster, stats, scale))
         blobs = line_blobs(raster, blob_stats, params, scale, scale_u)

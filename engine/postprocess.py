@@ -451,9 +451,11 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
     return labels
 
 
-def _distance(xy: np.ndarray, lines: LineSet, idx: np.ndarray) -> np.ndarray:
-    """Distance of points ``(n, 2)`` to line ``idx[i]`` each: across, plus beyond its ends."""
-    d_t, beyond = _signed_distance(xy, lines, idx)
+def _distance(xy: np.ndarray, lines: LineSet, idx: np.ndarray, forms: np.ndarray | None = None
+              ) -> np.ndarray:
+    """Distance of points ``(n, 2)`` to line ``idx[i]`` each: across, plus beyond its ends
+    (``forms``: see :func:`_signed_distance`)."""
+    d_t, beyond = _signed_distance(xy, lines, idx, forms)
     return np.hypot(d_t, beyond)
 
 
@@ -461,8 +463,9 @@ def nearest_line(xy: np.ndarray, lines: LineSet) -> np.ndarray:
     """Index of the nearest line (across distance plus distance beyond its ends) ``(n,)``."""
     best = np.full(len(xy), np.inf)
     arg = np.zeros(len(xy), np.int64)
+    forms = _line_forms(lines)
     for k in range(len(lines)):  # lines, not pixels: a few dozen vectorised passes
-        d = _distance(xy, lines, np.full(len(xy), k))
+        d = _distance(xy, lines, np.full(len(xy), k), forms)
         better = d < best
         best[better], arg[better] = d[better], k
     return arg

@@ -53,12 +53,18 @@ def _group_of(comp: np.ndarray, lab: np.ndarray, ink: np.ndarray, row: int, col:
     return set(lab[comp == components[row, col]].tolist())
 
 
-def test_an_interlinear_row_becomes_a_line_of_its_own() -> None:
+def _line_and_row(row: float, xs: range) -> np.ndarray:
+    """The main line with a row of words 80 x 24 px centred on ``row``, starting at ``xs``."""
     ink = np.zeros(SHAPE, bool)
     _main_line(ink)
+    for x0 in xs:
+        _box(ink, row, x0, 80, 24)
+    return ink
+
+
+def test_an_interlinear_row_becomes_a_line_of_its_own() -> None:
     # Four words 24 px high, 1.45 H_cc above the right half of the line.
-    for x0 in range(900, 1400, 110):
-        _box(ink, 142.0, x0, 80, 24)
+    ink = _line_and_row(142.0, range(900, 1400, 110))
     comp, lab, n = _split(ink)
     assert n == 2
     for x0 in range(900, 1400, 110):  # every inserted word on the new line, whole
@@ -68,10 +74,7 @@ def test_an_interlinear_row_becomes_a_line_of_its_own() -> None:
 
 
 def test_a_row_below_splits_too_and_split_offset_zero_never_splits() -> None:
-    ink = np.zeros(SHAPE, bool)
-    _main_line(ink)
-    for x0 in range(200, 700, 110):
-        _box(ink, 262.0, x0, 80, 24)
+    ink = _line_and_row(262.0, range(200, 700, 110))
     comp, lab, n = _split(ink)
     assert n == 2 and _group_of(comp, lab, ink, 262, 240) == {1}
     _, lab0, n0 = _split(ink, Parameters(split_offset=0.0))
