@@ -24,7 +24,7 @@ from skimage.filters import threshold_otsu
 
 from . import groundtruth as _gt
 from .export import atomic_write_bytes
-from .io import IMAGE_SUFFIXES, load_page
+from .io import IMAGE_SUFFIXES, exif_orientation, load_page, orient_like_exif
 from .metric import ContestScore, LineScore, combine, combine_lines, contest_metric, line_metric
 from .model import Page
 
@@ -183,7 +183,17 @@ def polygon_truth_on_ink(gt_path: str | os.PathLike, image: str | os.PathLike,
     """Polygon ground truth (PAGE/ALTO) as a label map of its ink pixels, and that ink: the
     page's Otsu ink with the threshold taken inside the polygons (:func:`page_ink`)."""
     page = load_page(image)
-    filled = _gt.read_label_map(gt_path, page.gray.shape if shape is None else shape)
+    shape = page.gray.shape if shape is None else shape
+    orientation = exif_orientation(image)
+    try:
+        filled = _gt.read_label_map(gt_path, shape)
+    except _gt.GroundTruthError:
+        if orientation < 5:
+            raise
+        # Polygons drawn on the stored pixels of a page that EXIF turns by 90 degrees (tools
+        # that ignore the tag): rasterise them there, then turn them with the page.
+        stored = (shape[1], shape[0])
+        filled = orient_like_exif(_gt.read_label_map(gt_path, stored), orientation)
     ink = _otsu_ink(page, filled > 0)
     return np.where(ink, filled, 0).astype(np.int32), ink
 

@@ -3,6 +3,8 @@ connected components far below the text size (specks) are removed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -13,6 +15,10 @@ from .params import Parameters
 
 #: Sauvola's dynamic range of the standard deviation for 8-bit images.
 _SAUVOLA_R = 128.0
+#: A stroke straight over this many text heights is not handwriting (a rule, a frame's side).
+LONG_STROKE = 5.0
+#: How far (in text heights) a straight stroke may wander across its direction.
+STROKE_WOBBLE = 0.08
 
 
 def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarray:
@@ -28,20 +34,31 @@ def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarr
     return cv2.multiply(mean, cv2.addWeighted(std, k / _SAUVOLA_R, std, 0.0, 1.0 - k))
 
 
-def stretch_contrast(gray: np.ndarray) -> np.ndarray:
+def stretch_contrast(gray: np.ndarray, area: np.ndarray | None = None) -> np.ndarray:
     """Map the darkest 0.5 % of the page to 0 and the paper (median) to 255 when the page is
-    faint: Sauvola's fixed dynamic range (R = 128) misses pencil on light paper (CREMMA)."""
-    lo, paper = np.percentile(gray[::4, ::4], [0.5, 50.0])
+    faint: Sauvola's fixed dynamic range (R = 128) misses pencil on light paper (CREMMA).
+    ``area`` (bool ``(H, W)``): the page area the percentiles are taken in."""
+    values = gray[::4, ::4] if area is None else gray[::4, ::4][area[::4, ::4]]
+    if values.size == 0:
+        return gray
+    lo, paper = np.percentile(values, [0.5, 50.0])
     if paper - lo >= 128 or paper <= lo:
         return gray
     lut = np.clip((np.arange(256) - lo) * 255.0 / (paper - lo), 0, 255).astype(np.uint8)
     return lut[gray]
 
 
-def otsu_ink(gray: np.ndarray) -> np.ndarray:
-    """Global Otsu binarisation: bool ``(H, W)``, True = ink (dark)."""
-    _, binary = cv2.threshold(gray, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
-    return binary > 0
+def otsu_ink(gray: np.ndarray, area: np.ndarray | None = None) -> np.ndarray:
+    """Global Otsu binarisation: bool ``(H, W)``, True = ink (dark). ``area`` (bool
+    ``(H, W)``): the threshold is Otsu's over these pixels only, and nothing outside is ink."""
+    if area is None:
+        _, binary = cv2.threshold(gray, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
+        return binary > 0
+    values = gray[area]
+    if values.size == 0:
+        return np.zeros(gray.shape, bool)
+    t, _ = cv2.threshold(values.reshape(-1, 1), 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
+    return (gray <= t) & area
 
 
 def label_components(ink: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,15 +127,38 @@ def ink_mask(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
     return ink, labels
 
 
+@dataclass(frozen=True)
+class InkResult:
+    """Stage 1's products. ``ink`` bool ``(H, W)``; ``labels`` int32 ``(H, W)`` (components
+    1..n); ``stats`` ``(n+1, 5)`` (x, y, w, h, area; row 0 the background); ``page_area`` bool
+    ``(H, W)``: the page (or pages) found in the image, outside of which nothing is ink;
+    ``non_text`` bool ``(H, W)``: dark pixels kept out of the ink as not text (long straight
+    strokes of rules, frames and borders; blobs far larger than the text; the surround)."""
+
+    ink: np.ndarray
+    labels: np.ndarray
+    stats: np.ndarray
+    page_area: np.ndarray
+    non_text: np.ndarray
+
+
 def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`ink_mask` plus each component's box and area ``(n+1, 5)`` (x, y, w, h, area;
     row 0 the background), read off the labelling pass instead of a second scan of the page."""
+    found = find_ink(page, params)
+    return found.ink, found.labels, found.stats
+
+
+def find_ink(page: Page, params: Parameters) -> InkResult:
+    """Stage 1 on a page: page area, binarisation, non-text and speck removal (:class:`InkResult`)."""
     gray = page.gray
+    area = find_page_area(gray) if params.page_area else np.ones(gray.shape, bool)
+    whole = bool(area.all())
     if page.bilevel:
         ink = gray < 128
     else:
-        gray = stretch_contrast(gray)
-        rough = otsu_ink(gray)
+        gray = stretch_contrast(gray, None if whole else area)
+        rough = otsu_ink(gray, None if whole else area)
         _, stats = label_components(rough)
         h_text = text_height(stats, gray.shape)
         window = int(round(params.sauvola_window * max(h_text, 8.0))) | 1
@@ -128,17 +168,111 @@ def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarr
         # Flat bright paper has std ~ 0, where Sauvola keeps pixels 20 % darker than the local
         # mean; also require them darker than Otsu's global paper level to avoid paper texture.
         if rough.any():
-            paper_level = float(np.median(gray[~rough])) if (~rough).any() else 255.0
+            paper = ~rough if whole else area & ~rough
+            paper_level = float(np.median(gray[paper])) if paper.any() else 255.0
             ink &= gray < paper_level * (1.0 - params.sauvola_k / 2)
+    surround = None
+    if not whole:
+        surround = ink & ~area
+        ink &= area
     labels, stats = label_components(ink)
     # Non-text removal, then speck removal on what is left (relabelling keeps the components'
     # order, so their stats are the kept rows), relabelled in one pass over the page (each
     # relabelling is a gather over every pixel).
     keep = _non_text_keep(stats, gray.shape)
+    strokes = None
+    if params.strip_strokes:
+        dropped = np.flatnonzero(~keep[1:]) + 1
+        if len(dropped):
+            # A component dropped as non-text often carries text: words touching a rule, a
+            # frame, a fold or the page's edge. Strip its long straight strokes and give the
+            # pieces left the same test, instead of losing every word attached to the stroke.
+            h_text = text_height(stats[np.concatenate([[True], keep[1:]])], gray.shape)
+            strokes = _strip_long_strokes(labels, stats, dropped, max(h_text, 8.0))
+            if strokes.any():
+                ink = (labels > 0) & ~strokes
+                labels, stats = label_components(ink)
+                keep = _non_text_keep(stats, gray.shape)
+    non_text = (labels > 0) & ~keep[labels]
+    if strokes is not None:
+        non_text |= strokes
+    if surround is not None:
+        non_text |= surround
     kept = np.flatnonzero(keep)
     keep[kept] = _speck_keep(np.concatenate([stats[:1], stats[kept]]), params)[1:]
     labels = keep_components(labels, keep, in_place=True)  # the labelling's own array
-    return labels > 0, labels, np.concatenate([stats[:1], stats[keep]])
+    return InkResult(ink=labels > 0, labels=labels, stats=np.concatenate([stats[:1], stats[keep]]),
+                     page_area=area, non_text=non_text)
+
+
+def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:
+    """The page within the image, bool ``(H, W)``: the paper-toned region around the image's
+    centre, with the text on it (holes filled); a dark or grey surround (scanner bed, card,
+    book edge, neighbouring page's shadow) falls outside. The whole image when nothing
+    around the paper differs from it.
+
+    Works on a copy at most ``max_side`` pixels long, median-filtered so that strokes vanish
+    into the paper; the paper's tone is the median of the central half of the image, and the
+    split between paper and surround is Otsu's on each pixel's distance to that tone, kept
+    above six times the paper's own spread (its median absolute deviation) so that paper
+    texture and shading never form a surround."""
+    h, w = gray.shape
+    f = max(1, int(np.ceil(max(h, w) / max_side)))
+    sh, sw = max(1, h // f), max(1, w // f)
+    if sh < 8 or sw < 8:
+        return np.ones((h, w), bool)
+    small = cv2.medianBlur(cv2.resize(gray, (sw, sh), interpolation=cv2.INTER_AREA), 5)
+    centre = small[sh // 4: 3 * sh // 4, sw // 4: 3 * sw // 4]
+    paper = float(np.median(centre))
+    distance = cv2.absdiff(small, np.full_like(small, int(round(paper))))
+    split, _ = cv2.threshold(distance, 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)
+    spread = float(np.median(cv2.absdiff(centre, np.full_like(centre, int(round(paper))))))
+    split = max(split, 6.0 * spread + 8.0)
+    near = (distance < split).astype(np.uint8)
+    n, lab = cv2.connectedComponents(near, connectivity=4)
+    if n <= 1:
+        return np.ones((h, w), bool)
+    counts = np.bincount(lab[sh // 4: 3 * sh // 4, sw // 4: 3 * sw // 4].ravel(), minlength=n)
+    counts[0] = 0
+    region = (lab == int(np.argmax(counts))).astype(np.uint8)
+    # Fill the holes the text leaves: everything not reachable from the outside.
+    padded = np.pad(region, 1)
+    cv2.floodFill(padded, None, (0, 0), 2)
+    region = (padded[1:-1, 1:-1] != 2).astype(np.uint8)
+    if region.all():
+        return np.ones((h, w), bool)
+    return cv2.resize(region, (w, h), interpolation=cv2.INTER_NEAREST) > 0
+
+
+def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.ndarray,
+                        h_text: float) -> np.ndarray:
+    """Pixels of ``components`` (label values) on long straight near-horizontal or
+    near-vertical strokes, bool ``(H, W)``: rules, frame sides, folds, page edges.
+
+    A stroke is long when it runs straight for ``LONG_STROKE`` x the text height: longer
+    than any stroke of a handwritten letter or a word's connecting stroke (a t-bar is about
+    one text height). The mask is first dilated across the stroke by ``STROKE_WOBBLE`` x
+    the text height, so that a hand-drawn or slightly skewed rule still counts as straight."""
+    length = max(int(round(LONG_STROKE * h_text)), 15)
+    wobble = max(int(round(STROKE_WOBBLE * h_text)), 1)
+    out = np.zeros(labels.shape, bool)
+    horizontal = cv2.getStructuringElement(cv2.MORPH_RECT, (length, 1))
+    vertical = cv2.getStructuringElement(cv2.MORPH_RECT, (1, length))
+    across_h = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * wobble + 1))
+    across_v = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * wobble + 1, 1))
+    for c in components:
+        x, y, w, h = (int(v) for v in stats[c, :4])
+        if max(w, h) < length:
+            continue
+        crop = labels[y:y + h, x:x + w] == c
+        mask = crop.view(np.uint8)
+        lines = np.zeros_like(mask)
+        if w >= length:
+            lines |= cv2.morphologyEx(cv2.dilate(mask, across_h), cv2.MORPH_OPEN, horizontal)
+        if h >= length:
+            lines |= cv2.morphologyEx(cv2.dilate(mask, across_v), cv2.MORPH_OPEN, vertical)
+        out[y:y + h, x:x + w] |= crop & (lines > 0)
+    return out
 
 
 def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

@@ -126,6 +126,28 @@ def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
     return Page(gray=gray, bilevel=bilevel, path=os.fspath(path))
 
 
+def exif_orientation(path: str | os.PathLike) -> int:
+    """The EXIF orientation tag (1-8) of an image file; 1 (as stored) when it has none or the
+    file cannot be read."""
+    try:
+        with Image.open(path) as im:
+            value = int(im.getexif().get(0x0112, 1))
+    except Exception:  # noqa: BLE001 - no readable tag means the pixels are shown as stored
+        return 1
+    return value if 1 <= value <= 8 else 1
+
+
+def orient_like_exif(arr: np.ndarray, orientation: int) -> np.ndarray:
+    """An array ``(H, W, ...)`` in the stored pixels' frame turned as :func:`load_page` turns
+    the page for EXIF ``orientation`` (Pillow's ``exif_transpose``): e.g. ground truth drawn
+    on the stored pixels, mapped onto the page as it is shown."""
+    ops = {2: lambda a: a[:, ::-1], 3: lambda a: a[::-1, ::-1], 4: lambda a: a[::-1],
+           5: lambda a: a.swapaxes(0, 1), 6: lambda a: np.rot90(a, -1),
+           7: lambda a: a.swapaxes(0, 1)[::-1, ::-1], 8: lambda a: np.rot90(a, 1)}
+    op = ops.get(int(orientation))
+    return arr if op is None else np.ascontiguousarray(op(arr))
+
+
 def _bomb_reason(exc: Exception) -> str:
     """Pillow's decompression-bomb refusal as 'image is too large (N megapixels; the limit is M)'."""
     sizes = re.findall(r"\((\d+) pixels\)|(\d+) pixels", str(exc))

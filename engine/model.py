@@ -174,6 +174,11 @@ class Preparation:
     source: str = ""
     #: Height (pixels) of each component ``(n_components + 1,)``, index 0 unused.
     component_heights: np.ndarray | None = None
+    #: The page within the image, bool ``(H, W)`` (engine.ink.find_page_area); None = all.
+    page_area: np.ndarray | None = None
+    #: Dark pixels kept out of the ink as not text, bool ``(H, W)`` (rules, frames, borders,
+    #: blobs far larger than the text, the surround); None = none recorded.
+    non_text: np.ndarray | None = None
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""

@@ -80,6 +80,15 @@ class Parameters:
     speck_ratio: float = 0.02
     #: Components of fewer pixels than this are always specks (pixels).
     min_speck_area: int = 4
+    #: Find the page (or pages) within the image and never take anything outside for ink:
+    #: a dark or grey surround (scanner bed, card, book edge) made thousands of specks that
+    #: set H_cc (engine.ink.find_page_area).
+    page_area: bool = True
+    #: A component dropped as non-text (taller than ten text heights, or a long one touching
+    #: the image's edge) first loses its long straight strokes (rules, frame sides, folds) and
+    #: what is left is tested again: the words touching the stroke stay ink. Off = the whole
+    #: component is dropped, with its words (poilus-dev: 17 % of the scored ink lost).
+    strip_strokes: bool = True
     # --- stage 3: sampling --------------------------------------------------------------
     #: Fraction of ink pixels sampled (paper: 5 %).
     sample_ratio: float = 0.05
@@ -186,6 +195,9 @@ class Parameters:
     #: split rows of ascenders and marks off Arabic lines (H_cc is a letter's height there):
     #: ahte-train FM 62.6 -> 62.1, moc-train FM 17.3 -> 16.0 (result lines 677 -> 814).
     split_offset: float = 0.0
+    #: Give the non-text pixels that lie on a line's row (words written over a rule or
+    #: touching a frame, kept out of sampling with it) to that line in the final labels.
+    label_non_text: bool = True
     # --- snapshots ----------------------------------------------------------------------
     #: A snapshot keeps each sample's posterior over its top-k lines.
     snapshot_top_k: int = 4
@@ -220,7 +232,7 @@ class Parameters:
         if self.regression not in REGRESSION_FORMS:
             raise ParameterError(
                 f"regression must be one of {REGRESSION_FORMS}, got {self.regression!r}")
-        for name in ("multi_oriented", "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
+        for name in ("page_area", "strip_strokes", "label_non_text", "multi_oriented", "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -289,7 +301,8 @@ class Parameters:
 
 #: Fields whose change needs a new preparation (stages 1-6); the others only re-run EM.
 PREPARATION_FIELDS = frozenset({
-    "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "sample_ratio", "seed",
+    "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "page_area", "strip_strokes",
+    "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "merge_initial_lines",

@@ -59,7 +59,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         page = _io.page_from_array(page)
     tick("load")
     say("ink")
-    ink, components, cc_stats = _ink.ink_components(page, params)
+    found = _ink.find_ink(page, params)
+    ink, components, cc_stats = found.ink, found.labels, found.stats
     tick("ink")
     say("components")
     boxes = _components.boxes_from_stats(cc_stats)
@@ -85,7 +86,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
                        stats=stats, samples=samples, sample_component=sample_component,
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
                        regions=regions, initial_lines=lines, timings=timings, source=page.path,
-                       component_heights=heights)
+                       component_heights=heights, page_area=found.page_area,
+                       non_text=found.non_text)
     if params.merge_initial_lines and len(lines):
         say("merge initial lines")
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))

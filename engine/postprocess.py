@@ -24,6 +24,10 @@ from .regression import fit_lines
 from .unary import interline_space
 
 
+#: How far across its line (in H_cc) a non-text pixel may lie and still be given to it.
+NON_TEXT_REACH = 1.0
+
+
 def surviving_lines(snapshot: Snapshot, epsilon: float) -> np.ndarray:
     """Boolean ``(L,)``: lines with prior >= epsilon that are some sample's best line."""
     lines = snapshot.lines
@@ -475,8 +479,33 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
     """Stage 8 on the state of ``snapshot``: returns the pixel labels and the final lines."""
     final, sample_labels = consolidate_lines(prep, snapshot, params, split=True)
     # final_labels gives an all-background map when no line survived.
-    return Segmentation(labels=final_labels(prep, final, sample_labels), lines=final,
-                        sample_labels=sample_labels, regions=prep.regions)
+    labels = final_labels(prep, final, sample_labels)
+    if params.label_non_text and prep.non_text is not None and len(final):
+        label_non_text(labels, prep, final)
+    return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
+
+
+def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet) -> None:
+    """Give the non-text pixels on the page (``prep.non_text``) that lie on a line's row to
+    that line, in place in ``labels`` ``(H, W)``: each to its nearest line when within
+    ``NON_TEXT_REACH`` x H_cc across it and not beyond its ends.
+
+    Non-text ink was kept out of sampling so that rules, frames and flourishes would not
+    make lines of their own or join rows; but words written over a rule or touching a frame
+    or a flourish left with it, and those pixels are the line's writing (the surround
+    outside the page area is never labelled)."""
+    mask = prep.non_text if prep.page_area is None else prep.non_text & prep.page_area
+    pix = nonzero_index(mask)
+    if len(pix) == 0:
+        return
+    flat = labels.ravel()
+    pix = pix[flat[pix] == 0]
+    ys, xs = np.divmod(pix, labels.shape[1])
+    xy = np.stack([xs, ys], axis=1).astype(np.float64)
+    idx = nearest_line(xy, lines)
+    d_t, beyond = _signed_distance(xy, lines, idx)
+    near = (np.abs(d_t) <= NON_TEXT_REACH * prep.stats.h_cc) & (beyond <= 0.0)
+    flat[pix[near]] = (idx[near] + 1).astype(np.int32)
 
 
 def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters, split: bool = False
