@@ -133,13 +133,16 @@ class InkResult:
     1..n); ``stats`` ``(n+1, 5)`` (x, y, w, h, area; row 0 the background); ``page_area`` bool
     ``(H, W)``: the page (or pages) found in the image, outside of which nothing is ink;
     ``non_text`` bool ``(H, W)``: dark pixels kept out of the ink as not text (long straight
-    strokes of rules, frames and borders; blobs far larger than the text; the surround)."""
+    strokes of rules, frames and borders; blobs far larger than the text; the surround);
+    ``faint`` bool ``(H, W)``: pixels on the page darker than its global (Otsu) split between
+    ink and paper that the local binarisation left out (pale strokes, faint rules)."""
 
     ink: np.ndarray
     labels: np.ndarray
     stats: np.ndarray
     page_area: np.ndarray
     non_text: np.ndarray
+    faint: np.ndarray | None = None
 
 
 def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -154,6 +157,7 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     gray = page.gray
     area = find_page_area(gray) if params.page_area else np.ones(gray.shape, bool)
     whole = bool(area.all())
+    rough = None
     if page.bilevel:
         ink = gray < 128
     else:
@@ -201,8 +205,12 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     kept = np.flatnonzero(keep)
     keep[kept] = _speck_keep(np.concatenate([stats[:1], stats[kept]]), params)[1:]
     labels = keep_components(labels, keep, in_place=True)  # the labelling's own array
-    return InkResult(ink=labels > 0, labels=labels, stats=np.concatenate([stats[:1], stats[keep]]),
-                     page_area=area, non_text=non_text)
+    ink = labels > 0
+    # The ground truth of a line is all of its dark pixels; the local threshold keeps only the
+    # clearly dark ones (sampling wants clean strokes), so the final labels also take these.
+    faint = None if rough is None else rough & ~ink & ~non_text
+    return InkResult(ink=ink, labels=labels, stats=np.concatenate([stats[:1], stats[keep]]),
+                     page_area=area, non_text=non_text, faint=faint)
 
 
 def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:

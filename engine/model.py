@@ -179,6 +179,9 @@ class Preparation:
     #: Dark pixels kept out of the ink as not text, bool ``(H, W)`` (rules, frames, borders,
     #: blobs far larger than the text, the surround); None = none recorded.
     non_text: np.ndarray | None = None
+    #: Pixels darker than the page's global ink/paper split but left out of the ink by the
+    #: local binarisation (pale strokes), bool ``(H, W)``; labelled on a line's row only.
+    faint: np.ndarray | None = None
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""

@@ -87,7 +87,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
                        regions=regions, initial_lines=lines, timings=timings, source=page.path,
                        component_heights=heights, page_area=found.page_area,
-                       non_text=found.non_text)
+                       non_text=found.non_text, faint=found.faint)
     if params.merge_initial_lines and len(lines):
         say("merge initial lines")
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))

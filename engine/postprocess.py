@@ -480,21 +480,26 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
     final, sample_labels = consolidate_lines(prep, snapshot, params, split=True)
     # final_labels gives an all-background map when no line survived.
     labels = final_labels(prep, final, sample_labels)
-    if params.label_non_text and prep.non_text is not None and len(final):
+    if params.label_non_text and len(final) and (prep.non_text is not None or prep.faint is not None):
         label_non_text(labels, prep, final)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
 
 
 def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet) -> None:
-    """Give the non-text pixels on the page (``prep.non_text``) that lie on a line's row to
-    that line, in place in ``labels`` ``(H, W)``: each to its nearest line when within
+    """Give the non-text and faint pixels on the page (``prep.non_text``, ``prep.faint``)
+    that lie on a line's row to that line, in place in ``labels`` ``(H, W)``: each to its nearest line when within
     ``NON_TEXT_REACH`` x H_cc across it and not beyond its ends.
 
     Non-text ink was kept out of sampling so that rules, frames and flourishes would not
     make lines of their own or join rows; but words written over a rule or touching a frame
     or a flourish left with it, and those pixels are the line's writing (the surround
     outside the page area is never labelled)."""
-    mask = prep.non_text if prep.page_area is None else prep.non_text & prep.page_area
+    masks = [m for m in (prep.non_text, prep.faint) if m is not None and m.shape == labels.shape]
+    if not masks:
+        return
+    mask = masks[0] | masks[1] if len(masks) == 2 else masks[0]
+    if prep.page_area is not None:
+        mask &= prep.page_area
     pix = nonzero_index(mask)
     if len(pix) == 0:
         return
