@@ -19,6 +19,15 @@ _SAUVOLA_R = 128.0
 LONG_STROKE = 5.0
 #: How far (in text heights) a straight stroke may wander across its direction.
 STROKE_WOBBLE = 0.08
+#: Chroma distance (CIELAB a*b* units; 8-bit OpenCV scale) from the writing's colour beyond
+#: which ink is of another colour: violet or red stamp ink lies 50-70 from black writing,
+#: the coloured fringes of black strokes on cream paper 10-20.
+OTHER_COLOUR = 30.0
+#: A paper-toned region at least this fraction of the central page's size is another page.
+SPREAD_PAGE = 0.25
+#: A rule's pixel within this many text heights of other ink across the rule is where a
+#: letter's stroke crosses it, and stays ink (about a rule's thickness plus its wobble).
+RULE_CROSSING = 0.15
 
 
 def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarray:
@@ -179,6 +188,10 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     if not whole:
         surround = ink & ~area
         ink &= area
+    stamps = None
+    if params.colour_non_text and page.colour is not None and page.colour.shape[:2] == ink.shape:
+        stamps = other_colour_ink(page.colour, ink)
+        ink &= ~stamps
     labels, stats = label_components(ink)
     # Non-text removal, then speck removal on what is left (relabelling keeps the components'
     # order, so their stats are the kept rows), relabelled in one pass over the page (each
@@ -202,6 +215,8 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
         non_text |= strokes
     if surround is not None:
         non_text |= surround
+    if stamps is not None:
+        non_text |= stamps
     kept = np.flatnonzero(keep)
     keep[kept] = _speck_keep(np.concatenate([stats[:1], stats[kept]]), params)[1:]
     labels = keep_components(labels, keep, in_place=True)  # the labelling's own array
@@ -211,6 +226,25 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     faint = None if rough is None else rough & ~ink & ~non_text
     return InkResult(ink=ink, labels=labels, stats=np.concatenate([stats[:1], stats[keep]]),
                      page_area=area, non_text=non_text, faint=faint)
+
+
+def other_colour_ink(colour: np.ndarray, ink: np.ndarray) -> np.ndarray:
+    """Ink pixels of another colour than the page's writing, bool ``(H, W)``: stamps, seals,
+    coloured rules and marks (violet, blue or red on a page written in black or brown).
+
+    The writing's colour is the median chroma (CIELAB a*, b*) over the ink; a pixel is of
+    another colour when its chroma lies more than ``OTHER_COLOUR`` units from it. A page
+    written in violet keeps its violet writing (then a black stamp is not told apart)."""
+    out = np.zeros(ink.shape, bool)
+    idx = nonzero_index(ink)
+    if len(idx) < 100:
+        return out
+    rgb = colour.reshape(-1, 3)[idx].reshape(-1, 1, 3)
+    ab = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2LAB)[:, 0, 1:].astype(np.float32) - 128.0
+    centre = np.median(ab, axis=0)
+    far = np.hypot(ab[:, 0] - centre[0], ab[:, 1] - centre[1]) > OTHER_COLOUR
+    out.ravel()[idx[far]] = True
+    return out
 
 
 def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:
@@ -242,7 +276,15 @@ def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:
         return np.ones((h, w), bool)
     counts = np.bincount(lab[sh // 4: 3 * sh // 4, sw // 4: 3 * sw // 4].ravel(), minlength=n)
     counts[0] = 0
-    region = (lab == int(np.argmax(counts))).astype(np.uint8)
+    sizes = np.bincount(lab.ravel(), minlength=n)
+    sizes[0] = 0
+    # The page is the paper-toned region at the centre; the other pages of a spread are
+    # regions of the same tone at least a quarter its size (a reflection or a label on the
+    # scanner bed is far smaller).
+    main = int(np.argmax(counts))
+    pages = sizes >= SPREAD_PAGE * sizes[main]
+    pages[0] = False
+    region = pages[lab].astype(np.uint8)
     # Fill the holes the text leaves: everything not reachable from the outside.
     padded = np.pad(region, 1)
     cv2.floodFill(padded, None, (0, 0), 2)
@@ -268,6 +310,9 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
     vertical = cv2.getStructuringElement(cv2.MORPH_RECT, (1, length))
     across_h = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * wobble + 1))
     across_v = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * wobble + 1, 1))
+    reach = max(int(round(RULE_CROSSING * h_text)), 2)
+    cross_v = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * reach + 1))
+    cross_h = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * reach + 1, 1))
     for c in components:
         x, y, w, h = (int(v) for v in stats[c, :4])
         if max(w, h) < length:
@@ -276,9 +321,16 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
         mask = crop.view(np.uint8)
         lines = np.zeros_like(mask)
         if w >= length:
-            lines |= cv2.morphologyEx(cv2.dilate(mask, across_h), cv2.MORPH_OPEN, horizontal)
+            found = cv2.morphologyEx(cv2.dilate(mask, across_h), cv2.MORPH_OPEN, horizontal) & mask
+            # Where a letter's stroke crosses the rule, the rule's pixels are the stroke's too:
+            # keep those whose column has other ink just above or below (a descender that
+            # crosses a rule stays one stroke).
+            rest = mask & ~found
+            lines |= found & ~cv2.dilate(rest, cross_v)
         if h >= length:
-            lines |= cv2.morphologyEx(cv2.dilate(mask, across_v), cv2.MORPH_OPEN, vertical)
+            found = cv2.morphologyEx(cv2.dilate(mask, across_v), cv2.MORPH_OPEN, vertical) & mask
+            rest = mask & ~found
+            lines |= found & ~cv2.dilate(rest, cross_h)
         out[y:y + h, x:x + w] |= crop & (lines > 0)
     return out
 

@@ -123,7 +123,19 @@ def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
         except Exception:  # noqa: BLE001 - a damaged EXIF block must not refuse a good image
             pass
         gray, bilevel = _to_gray(im)
-    return Page(gray=gray, bilevel=bilevel, path=os.fspath(path))
+        colour = _colour(im)
+    return Page(gray=gray, bilevel=bilevel, path=os.fspath(path), colour=colour)
+
+
+def _colour(im: Image.Image) -> np.ndarray | None:
+    """RGB uint8 ``(H, W, 3)`` of a colour image (stamps and rules are told by their colour);
+    None for grey and bilevel images."""
+    if im.mode not in _COLOUR_MODES or im.mode in ("LA", "La"):
+        return None
+    try:
+        return np.asarray(im.convert("RGB"))
+    except Exception:  # noqa: BLE001 - colour is a help, never a reason to refuse a page
+        return None
 
 
 def exif_orientation(path: str | os.PathLike) -> int:
@@ -240,7 +252,7 @@ def page_from_array(arr: np.ndarray) -> Page:
             raise ValueError(f"a colour page must be uint8, got {arr.dtype}")
         im = Image.fromarray(np.ascontiguousarray(arr), "RGBA" if arr.shape[2] == 4 else "RGB")
         gray = np.array(_flatten_colour(im), dtype=np.uint8)
-        return Page(gray=gray, bilevel=_is_two_level(gray))
+        return Page(gray=gray, bilevel=_is_two_level(gray), colour=np.array(arr[:, :, :3]))
     if arr.dtype == bool:
         return Page(gray=np.where(arr, np.uint8(0), np.uint8(255)), bilevel=True)
     if arr.dtype == np.uint8:

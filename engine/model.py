@@ -250,8 +250,11 @@ class Segmentation:
 @dataclass(frozen=True)
 class Page:
     """A loaded page: ``gray`` uint8 ``(H, W)`` (EXIF orientation applied), ``bilevel`` when
-    the file holds only two levels (then ink is ``gray < 128``), the ``path`` it came from."""
+    the file holds only two levels (then ink is ``gray < 128``), the ``path`` it came from,
+    and its ``colour`` when it has any."""
 
     gray: np.ndarray
     bilevel: bool
     path: str = ""
+    #: The page's colours, uint8 ``(H, W, 3)`` RGB, for colour images; None for grey ones.
+    colour: np.ndarray | None = None

@@ -89,6 +89,9 @@ class Parameters:
     #: what is left is tested again: the words touching the stroke stay ink. Off = the whole
     #: component is dropped, with its words (poilus-dev: 17 % of the scored ink lost).
     strip_strokes: bool = True
+    #: On colour pages, ink of another colour than the writing (stamps, seals, coloured
+    #: rules) is not text (engine.ink.other_colour_ink).
+    colour_non_text: bool = True
     # --- stage 3: sampling --------------------------------------------------------------
     #: Fraction of ink pixels sampled (paper: 5 %).
     sample_ratio: float = 0.05
@@ -232,7 +235,7 @@ class Parameters:
         if self.regression not in REGRESSION_FORMS:
             raise ParameterError(
                 f"regression must be one of {REGRESSION_FORMS}, got {self.regression!r}")
-        for name in ("page_area", "strip_strokes", "label_non_text", "multi_oriented", "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
+        for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented", "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -302,7 +305,7 @@ class Parameters:
 #: Fields whose change needs a new preparation (stages 1-6); the others only re-run EM.
 PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "page_area", "strip_strokes",
-    "sample_ratio", "seed",
+    "colour_non_text", "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "merge_initial_lines",

@@ -1,0 +1,160 @@
+"""Stage 1 on pages as archives scan them: the same writing inside a dark noisy surround, with
+ruled lines across it, with a coloured stamp over it, and beside a second page as a spread
+must give the clean page's text height (within 10 %) and its FM (within 0.03).
+
+Ground truth is the clean page's: pixels of the rules, stamp and surround are not scored
+(as with polygon ground truth, where only ink inside a line's polygon counts), but every line
+the method makes on them counts in M.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image
+from synthetic import make_page
+
+from engine.evaluate import polygon_truth_on_ink
+from engine.ink import find_page_area
+from engine.io import load_page
+from engine.metric import contest_metric
+from engine.params import Parameters
+from engine.pipeline import segment
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "resources" / "sample" / "170025120000003_0074.jpg"
+
+
+def dark_surround(rgb: np.ndarray, gt: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The page on a dark, noisy scanner bed (a margin a fifth of the page wide)."""
+    h, w = gt.shape
+    m = max(h, w) // 5
+    rng = np.random.default_rng(seed)
+    out = rng.normal(45, 20, (h + 2 * m, w + 2 * m, 1)).clip(0, 255).astype(np.uint8).repeat(3, axis=2)
+    out[m:m + h, m:m + w] = rgb
+    return out, np.pad(gt, m)
+
+
+def ruled(rgb: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Blue-grey rules under every line's writing, across the page, and a red margin rule."""
+    out = rgb.copy()
+    h, w = gt.shape
+    rows = [np.flatnonzero(np.any(gt == k, axis=1)) for k in range(1, int(gt.max()) + 1)]
+    pen = max(2, h // 400)
+    for r in rows:
+        if len(r):
+            # Through the lower part of the writing: the rule touches the descenders.
+            y = int(np.percentile(r, 80))
+            cv2.line(out, (0, y), (w - 1, y), (110, 120, 150), pen)
+    x = w // 12
+    cv2.line(out, (x, 0), (x, h - 1), (200, 60, 60), pen)
+    return out, gt
+
+
+def stamped(rgb: np.ndarray, gt: np.ndarray, h_text: float) -> tuple[np.ndarray, np.ndarray]:
+    """A violet round stamp with lettering, over the writing of the page's middle lines."""
+    out = rgb.copy()
+    h, w = gt.shape
+    ys, xs = np.nonzero(gt)
+    cy, cx = int(np.median(ys)), int(np.percentile(xs, 70))
+    r = int(2.5 * h_text)
+    violet = (120, 40, 170)
+    pen = max(2, int(h_text / 10))
+    cv2.circle(out, (cx, cy), r, violet, pen)
+    cv2.circle(out, (cx, cy), int(r * 0.75), violet, max(1, pen // 2))
+    for i in range(12):  # lettering round the ring
+        a = i * np.pi / 6
+        p = (int(cx + 0.87 * r * np.cos(a)), int(cy + 0.87 * r * np.sin(a)))
+        cv2.circle(out, p, max(2, int(h_text / 6)), violet, max(1, pen // 2))
+    cv2.putText(out, "1916", (cx - r // 2, cy + r // 6), cv2.FONT_HERSHEY_SIMPLEX, r / 90, violet, pen)
+    return out, gt
+
+
+def spread(rgb: np.ndarray, gt: np.ndarray, other: np.ndarray, other_gt: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Two pages side by side, a dark gutter between them, on a dark surround."""
+    h = max(gt.shape[0], other_gt.shape[0])
+    gutter = max(8, gt.shape[1] // 40)
+    def fit(a: np.ndarray, fill: int) -> np.ndarray:
+        pad = [(0, h - a.shape[0]), (0, 0)] + ([(0, 0)] if a.ndim == 3 else [])
+        return np.pad(a, pad, constant_values=fill)
+    dark = np.full((h, gutter, 3), 35, np.uint8)
+    img = np.concatenate([fit(rgb, 40), dark, fit(other, 40)], axis=1)
+    labels = np.concatenate([fit(gt, 0), np.zeros((h, gutter), np.int32),
+                             np.where(fit(other_gt, 0) > 0, fit(other_gt, 0) + gt.max(), 0)], axis=1)
+    return dark_surround(img, labels)
+
+
+def run(tmp_path: Path, name: str, rgb: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
+    """Segment the page written as a colour JPEG-free PNG; returns (H_cc, FM on the truth's ink)."""
+    path = tmp_path / f"{name}.png"
+    Image.fromarray(rgb).save(path)
+    prep, _, seg = segment(path, Parameters())
+    return prep.stats.h_cc, contest_metric(gt, seg.labels, gt > 0, 0.95).fm
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    page, other = make_page("straight", 0), make_page("straight", 1)
+    def rgb(p):
+        return np.repeat(p.image[:, :, None], 3, axis=2)
+    return rgb(page), page.labels, rgb(other), other.labels
+
+
+def test_page_area_excludes_a_dark_surround_and_keeps_a_plain_page(synthetic) -> None:
+    rgb, gt, _, _ = synthetic
+    gray = rgb[:, :, 0]
+    assert find_page_area(gray).all()  # nothing around the paper: the whole image
+    framed, framed_gt = dark_surround(rgb, gt)
+    area = find_page_area(framed[:, :, 0])
+    m = (framed.shape[0] - gt.shape[0]) // 2
+    inner = np.zeros(area.shape, bool)
+    inner[m:m + gt.shape[0], m:m + gt.shape[1]] = True
+    # The page's pixels are inside (but a few at its very edge), the surround outside.
+    assert area[inner].mean() > 0.97
+    assert area[~inner].mean() < 0.03
+    assert np.all(area[framed_gt > 0])
+
+
+@pytest.mark.parametrize("variant", ["surround", "ruled", "stamp", "spread"])
+def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synthetic, variant) -> None:
+    rgb, gt, other, other_gt = synthetic
+    h0, fm0 = run(tmp_path, "clean", rgb, gt)
+    assert fm0 >= 0.9  # the clean page itself is segmented well
+    if variant == "surround":
+        img, truth = dark_surround(rgb, gt)
+    elif variant == "ruled":
+        img, truth = ruled(rgb, gt)
+    elif variant == "stamp":
+        img, truth = stamped(rgb, gt, h0)
+    else:
+        img, truth = spread(rgb, gt, other, other_gt)
+    h1, fm1 = run(tmp_path, variant, img, truth)
+    assert abs(h1 - h0) <= 0.1 * h0, (variant, h0, h1)
+    assert fm1 >= fm0 - 0.03, (variant, fm0, fm1)
+
+
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="the bundled sample page is missing")
+@pytest.mark.parametrize("variant", ["surround", "ruled", "stamp"])
+def test_sample_page_scanned_badly_segments_like_the_clean_one(tmp_path, variant) -> None:
+    page = load_page(SAMPLE)
+    # Half size keeps the test quick; the truth is the page's polygons on its Otsu ink.
+    gt_full, _ = polygon_truth_on_ink(SAMPLE.with_suffix(".xml"), SAMPLE)
+    half = (page.gray.shape[1] // 2, page.gray.shape[0] // 2)
+    gray = cv2.resize(page.gray, half, interpolation=cv2.INTER_AREA)
+    gt = cv2.resize(gt_full, half, interpolation=cv2.INTER_NEAREST)
+    gt = np.where(gray < 160, gt, 0)  # scored: writing inside the polygons at this size
+    rgb = np.repeat(gray[:, :, None], 3, axis=2)
+    h0, fm0 = run(tmp_path, "clean", rgb, gt)
+    if variant == "surround":
+        img, truth = dark_surround(rgb, gt)
+    elif variant == "ruled":
+        img, truth = ruled(rgb, gt)
+    else:
+        img, truth = stamped(rgb, gt, h0)
+    h1, fm1 = run(tmp_path, variant, img, truth)
+    assert abs(h1 - h0) <= 0.1 * h0, (variant, h0, h1)
+    assert fm1 >= fm0 - 0.03, (variant, fm0, fm1)
