@@ -167,6 +167,7 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     area = find_page_area(gray) if params.page_area else np.ones(gray.shape, bool)
     whole = bool(area.all())
     rough = None
+    h_text = 0.0
     if page.bilevel:
         ink = gray < 128
     else:
@@ -191,7 +192,15 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     stamps = None
     if params.colour_non_text and page.colour is not None and page.colour.shape[:2] == ink.shape:
         stamps = other_colour_ink(page.colour, ink)
-        ink &= ~stamps
+        if stamps.any():
+            # Where a letter's stroke crosses a coloured rule or a stamp's line, the crossing
+            # is the letter's too (as for the long strokes of _strip_long_strokes).
+            reach = max(int(round(RULE_CROSSING * max(h_text, 8.0))), 2)
+            rest = (ink & ~stamps).view(np.uint8)
+            near = cv2.dilate(rest, cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * reach + 1)))
+            near |= cv2.dilate(rest, cv2.getStructuringElement(cv2.MORPH_RECT, (2 * reach + 1, 1)))
+            stamps &= near == 0
+            ink &= ~stamps
     labels, stats = label_components(ink)
     # Non-text removal, then speck removal on what is left (relabelling keeps the components'
     # order, so their stats are the kept rows), relabelled in one pass over the page (each

