@@ -235,7 +235,8 @@ class Parameters:
         if self.regression not in REGRESSION_FORMS:
             raise ParameterError(
                 f"regression must be one of {REGRESSION_FORMS}, got {self.regression!r}")
-        for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented", "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
+        for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
+                     "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:

@@ -23,7 +23,6 @@ from .params import Parameters
 from .regression import fit_lines
 from .unary import interline_space
 
-
 #: How far across its line (in H_cc) a non-text pixel may lie and still be given to it.
 NON_TEXT_REACH = 1.0
 
