@@ -23,6 +23,11 @@ STROKE_WOBBLE = 0.08
 #: which ink is of another colour: violet or red stamp ink lies 50-70 from black writing,
 #: the coloured fringes of black strokes on cream paper 10-20.
 OTHER_COLOUR = 30.0
+#: The page found must cover at least this fraction of the image, or the whole image is
+#: taken: the dev pages' page areas cover 0.78-1.0 of their images (poilus-dev, cremma20,
+#: kraken-sample), a two-page spread on a wide surround 0.35 (tests), a dark blob over the
+#: image's centre 0.26 (tests).
+MIN_PAGE_FRACTION = 0.3
 #: A paper-toned region at least this fraction of the central page's size is another page.
 SPREAD_PAGE = 0.25
 #: A rule's pixel within this many text heights of other ink across the rule is where a
@@ -298,7 +303,9 @@ def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:
     padded = np.pad(region, 1)
     cv2.floodFill(padded, None, (0, 0), 2)
     region = (padded[1:-1, 1:-1] != 2).astype(np.uint8)
-    if region.all():
+    if region.all() or region.mean() < MIN_PAGE_FRACTION:
+        # Also when what was found is too small to be the page: a dark blob over the image's
+        # centre set the "paper" tone.
         return np.ones((h, w), bool)
     return cv2.resize(region, (w, h), interpolation=cv2.INTER_NEAREST) > 0
 
@@ -322,6 +329,9 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
     reach = max(int(round(RULE_CROSSING * h_text)), 2)
     cross_v = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * reach + 1))
     cross_h = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * reach + 1, 1))
+    thick = max(int(round(0.5 * h_text)), 3)
+    thick_v = cv2.getStructuringElement(cv2.MORPH_RECT, (1, thick))
+    thick_h = cv2.getStructuringElement(cv2.MORPH_RECT, (thick, 1))
     for c in components:
         x, y, w, h = (int(v) for v in stats[c, :4])
         if max(w, h) < length:
@@ -331,6 +341,9 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
         lines = np.zeros_like(mask)
         if w >= length:
             found = cv2.morphologyEx(cv2.dilate(mask, across_h), cv2.MORPH_OPEN, horizontal) & mask
+            # A stroke is thin: where the straight run is thicker than half a text height it
+            # is a filled blob (a seal, a shadow), not a rule.
+            found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thick_v)
             # Where a letter's stroke crosses the rule, the rule's pixels are the stroke's too:
             # keep those whose column has other ink just above or below (a descender that
             # crosses a rule stays one stroke).
@@ -338,6 +351,7 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
             lines |= found & ~cv2.dilate(rest, cross_v)
         if h >= length:
             found = cv2.morphologyEx(cv2.dilate(mask, across_v), cv2.MORPH_OPEN, vertical) & mask
+            found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thick_h)
             rest = mask & ~found
             lines |= found & ~cv2.dilate(rest, cross_h)
         out[y:y + h, x:x + w] |= crop & (lines > 0)
