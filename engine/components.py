@@ -8,6 +8,21 @@ from scipy import ndimage
 
 from .model import ComponentStats
 
+#: A component at least this many times as wide as tall ...
+FLAT_ASPECT = 3.0
+#: ... that fills at least this share of its box is a solid bar (a rule's dash, a hyphen, an
+#: underline), not a letter: a straight bar fills 0.7-1 of its box (less only where its ends
+#: are rounded), handwriting's loops and slants leave most of a word's box empty.
+SOLID_BAR = 0.6
+
+
+def solid_bars(widths: np.ndarray, heights: np.ndarray, areas: np.ndarray) -> np.ndarray:
+    """Which components (bool ``(n,)``, from their box sizes and pixel counts, pixels) are
+    solid bars: ``FLAT_ASPECT`` times as wide as tall and filling ``SOLID_BAR`` of their box
+    (a rule's dash, a hyphen, an underline). They say nothing of the writing's size."""
+    widths, heights = np.asarray(widths, float), np.asarray(heights, float)
+    return (widths >= FLAT_ASPECT * heights) & (np.asarray(areas, float) >= SOLID_BAR * widths * heights)
+
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     """Median of ``values`` where each counts ``weights`` times (both ``(n,)``)."""
@@ -47,7 +62,9 @@ def component_stats(components: np.ndarray, boxes: np.ndarray | None = None) -> 
     """Area-weighted median height and width (pixels) of the text components.
 
     The plain mean is pulled down by dots and noise; the area-weighted median follows the
-    words (notes, "Text height"). Page-sized blobs are ignored. ``boxes``: the components'
+    words (notes, "Text height"). Page-sized blobs are ignored, and so are solid bars (at
+    least ``FLAT_ASPECT`` times as wide as tall, filling ``SOLID_BAR`` of their box: a rule's
+    dash, a hyphen, an underline), never letters. ``boxes``: the components'
     :func:`component_boxes` when already known."""
     boxes = component_boxes(components) if boxes is None else boxes
     if len(boxes) == 0:
@@ -57,6 +74,9 @@ def component_stats(components: np.ndarray, boxes: np.ndarray | None = None) -> 
     widths = (boxes[:, 2] - boxes[:, 0]).astype(float)
     area = boxes[:, 4].astype(float)
     ok = (heights < h / 4) & (widths < w / 2)
+    # Dashed and dotted rules of printed forms are hundreds of such strokes: they set the
+    # plain median below (poilus AN_0187-0: 3 px on a page whose writing is 35 px tall).
+    ok &= ~solid_bars(widths, heights, area)
     if not ok.any():
         ok = np.ones(len(boxes), bool)
     # Chains of touching lines are several text heights tall: leave out components much

@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
 from .arrays import nonzero_index, sorted_unique
 from .initial_lines import concat_lines, order_lines
+from .ink import RIM_REACH
 from .model import LineSet, Preparation, Segmentation, Snapshot, to_region_frame
 from .params import Parameters
 from .regression import fit_lines
@@ -484,6 +486,21 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
 
 
+def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:
+    """Grow the labels ``(H, W)`` in place, one pixel (8-neighbourhood) a step for ``steps``
+    steps, into unlabelled pixels of the bool mask ``into``; where two labels meet, the
+    larger wins."""
+    if not into.any() or labels.max() <= 0:
+        return
+    big = labels.max() >= 2**16
+    for _ in range(steps):
+        grown = cv2.dilate(labels.astype(np.float32 if big else np.uint16), np.ones((3, 3), np.uint8))
+        fill = into & (labels == 0) & (grown > 0)
+        if not fill.any():
+            break
+        labels[fill] = grown[fill].astype(labels.dtype)
+
+
 def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet) -> None:
     """Give the non-text and faint pixels on the page (``prep.non_text``, ``prep.faint``)
     that lie on a line's row to that line, in place in ``labels`` ``(H, W)``: each to its nearest line when within
@@ -496,6 +513,10 @@ def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet) -> Non
     masks = [m for m in (prep.non_text, prep.faint) if m is not None and m.shape == labels.shape]
     if not masks:
         return
+    if prep.faint is not None and prep.faint.shape == labels.shape:
+        # A faint pixel touching a labelled stroke is that stroke's rim: it takes the
+        # stroke's line (the line nearest across might be the next row's, at a descender).
+        grow_labels(labels, prep.faint, RIM_REACH)
     mask = masks[0] | masks[1] if len(masks) == 2 else masks[0]
     if prep.page_area is not None:
         mask &= prep.page_area

@@ -57,6 +57,54 @@ def ruled(rgb: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, gt
 
 
+def dashed(rgb: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A printed form's dashed rules between the lines (dashes a third of a line's pitch
+    long, one thin pen wide, a rule every half pitch): hundreds of flat strokes, more than
+    the writing's components (poilus AN_0187-0, where they made H_cc 3 px)."""
+    out = rgb.copy()
+    h, w = gt.shape
+    centres = [np.median(np.nonzero(gt == k)[0]) for k in range(1, int(gt.max()) + 1)]
+    pitch = float(np.median(np.diff(sorted(centres))))
+    dash, pen = max(6, int(pitch / 3)), max(2, h // 600)
+    for y in np.arange(centres[0] - pitch / 2, h, pitch / 2):
+        if np.any(np.abs(np.asarray(centres) - y) < pitch / 4):
+            continue  # not across the writing itself
+        for x in range(0, w - dash, 2 * dash):
+            cv2.line(out, (x, int(y)), (x + dash, int(y)), (30, 30, 30), pen)
+    return out, gt
+
+
+def framed(rgb: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A frame drawn round the writing by hand: a wavy closed loop, straight for stretches
+    and bending between them, that touches the first and last lines' words (poilus
+    AN_0228-1, AN_0187-0)."""
+    out = rgb.copy()
+    ys, xs = np.nonzero(gt)
+    y0, y1 = np.percentile(ys, [0.5, 99.5])
+    x0, x1 = np.percentile(xs, [0.5, 99.5])
+    cy, cx, ry, rx = (y0 + y1) / 2, (x0 + x1) / 2, (y1 - y0) / 2 + 2, (x1 - x0) / 2 + 12
+    t = np.linspace(0, 2 * np.pi, 720)
+    # A superellipse (straight sides, round corners) with a slow wobble of the hand.
+    wob = 1 + 0.015 * np.sin(7 * t)
+    px = cx + rx * wob * np.sign(np.cos(t)) * np.abs(np.cos(t)) ** 0.3
+    py = cy + ry * wob * np.sign(np.sin(t)) * np.abs(np.sin(t)) ** 0.3
+    pts = np.stack([px, py], axis=1).round().astype(np.int32)
+    cv2.polylines(out, [pts], True, (25, 25, 25), max(2, gt.shape[0] // 350))
+    return out, gt
+
+
+def blurred(rgb: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A soft scan: every stroke's edge blurred into the paper over a pixel or two, with the
+    truth every pixel darker than the split between ink and paper taken inside the lines
+    (as polygon ground truth is read: engine.evaluate.polygon_truth_on_ink)."""
+    out = cv2.GaussianBlur(rgb, (0, 0), 1.2)
+    gray = out[:, :, 0]
+    inside = cv2.dilate((gt > 0).astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
+    t, _ = cv2.threshold(gray[inside].reshape(-1, 1), 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
+    labels = cv2.dilate(gt.astype(np.uint16), np.ones((5, 5), np.uint8)).astype(np.int32)
+    return out, np.where(gray <= t, labels, 0)
+
+
 def stamped(rgb: np.ndarray, gt: np.ndarray, h_text: float) -> tuple[np.ndarray, np.ndarray]:
     """A violet round stamp with lettering, over the writing of the page's middle lines."""
     out = rgb.copy()
@@ -128,9 +176,13 @@ def test_page_area_excludes_a_dark_surround_and_keeps_a_plain_page(synthetic) ->
 #: words fall apart into letters and H_cc drops towards the x-height (half size: 19 -> 11 px).
 #: A text height checked against the line pitch is still to do.
 RULED = pytest.param("ruled", marks=pytest.mark.xfail(strict=True, reason="H_cc drops on ruled pages"))
+#: Known failure on the sample page: H_cc 20 -> 14 px. Solid bars no longer set the text
+#: height (engine.components.solid_bars), but the page's many short rules also lower the
+#: speck size (an area-weighted median), so the paper's specks stay and pull H_cc down.
+DASHED = pytest.param("dashed", marks=pytest.mark.xfail(strict=True, reason="specks kept beside dashes"))
 
 
-@pytest.mark.parametrize("variant", ["surround", "ruled", "stamp", "spread"])
+@pytest.mark.parametrize("variant", ["surround", "ruled", "dashed", "framed", "blurred", "stamp", "spread"])
 def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synthetic, variant) -> None:
     rgb, gt, other, other_gt = synthetic
     h0, fm0 = run(tmp_path, "clean", rgb, gt)
@@ -139,6 +191,12 @@ def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synt
         img, truth = dark_surround(rgb, gt)
     elif variant == "ruled":
         img, truth = ruled(rgb, gt)
+    elif variant == "dashed":
+        img, truth = dashed(rgb, gt)
+    elif variant == "framed":
+        img, truth = framed(rgb, gt)
+    elif variant == "blurred":
+        img, truth = blurred(rgb, gt)
     elif variant == "stamp":
         img, truth = stamped(rgb, gt, h0)
     else:
@@ -149,7 +207,7 @@ def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synt
 
 
 @pytest.mark.skipif(not SAMPLE.is_file(), reason="the bundled sample page is missing")
-@pytest.mark.parametrize("variant", ["surround", RULED, "stamp"])
+@pytest.mark.parametrize("variant", ["surround", RULED, DASHED, "stamp"])
 def test_sample_page_scanned_badly_segments_like_the_clean_one(tmp_path, variant) -> None:
     page = load_page(SAMPLE)
     # Half size keeps the test quick; the truth is the page's polygons on its Otsu ink.
@@ -164,6 +222,8 @@ def test_sample_page_scanned_badly_segments_like_the_clean_one(tmp_path, variant
         img, truth = dark_surround(rgb, gt)
     elif variant == "ruled":
         img, truth = ruled(rgb, gt)
+    elif variant == "dashed":
+        img, truth = dashed(rgb, gt)
     else:
         img, truth = stamped(rgb, gt, h0)
     h1, fm1 = run(tmp_path, variant, img, truth)
