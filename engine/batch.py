@@ -1,7 +1,7 @@
 """Segment many pages: in-process, in worker processes, or on a dask cluster.
 
 Every page is independent: a worker loads it, runs :func:`engine.pipeline.segment` and writes
-its five outputs with :func:`engine.export.write_outputs` (atomic, all-or-nothing), then hands
+its six outputs with :func:`engine.export.write_outputs` (atomic, all-or-nothing), then hands
 back a small :class:`PageResult`.  The parent only collects results, reports progress and
 appends one JSON line per page to the report, so a failing or interrupted page never costs
 more than itself and a rerun resumes where the last one stopped.
@@ -25,12 +25,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .export import OUTPUT_SUFFIXES as _WRITTEN
 from .io import IMAGE_SUFFIXES
 from .params import Parameters
 
 #: Image suffixes picked up from folders and glob patterns (compared case-insensitively).
 #: The files written per page, after the stem.
-OUTPUT_SUFFIXES = (".dat", ".labels.png", ".overlay.png", ".page.xml", ".json")
+OUTPUT_SUFFIXES: tuple[str, ...] = tuple(_WRITTEN.values())
 #: Default report name inside the output folder.
 REPORT_NAME = "tlseg-report.jsonl"
 #: Environment that keeps each worker's numeric libraries to one thread: with jobs
@@ -225,7 +226,7 @@ def output_paths(outdir: str | Path, stem: str) -> list[Path]:
 
 
 def outputs_complete(outdir: str | Path, stem: str) -> bool:
-    """Whether all five outputs of ``stem`` exist (then the page is done)."""
+    """Whether all six outputs of ``stem`` (:data:`OUTPUT_SUFFIXES`) exist (then the page is done)."""
     return all(p.is_file() for p in output_paths(outdir, stem))
 
 

@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     seg = sub.add_parser("segment", help="segment pages into OUTDIR",
                          description="Segment pages; writes <stem>.dat, .labels.png, .overlay.png, "
-                                     ".page.xml and .json per page into OUTDIR.")
+                                     ".page.xml, .alto.xml and .json per page into OUTDIR.")
     seg.add_argument("pages", nargs="+", metavar="PAGE", help="image files, folders or glob patterns")
     seg.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", help="output folder")
     add_param_options(seg)

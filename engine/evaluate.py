@@ -39,7 +39,7 @@ class EvaluationError(ValueError):
 
 
 def page_stem(path: str | os.PathLike) -> str:
-    """``foo.labels.png`` / ``foo.page.xml`` / ``foo.dat`` / ``foo.xml`` -> ``foo``."""
+    """``foo.labels.png`` / ``foo.page.xml`` / ``foo.alto.xml`` / ``foo.dat`` / ``foo.xml`` -> ``foo``."""
     name = Path(path).name
     while True:
         low = name.lower()
@@ -118,15 +118,24 @@ class EvaluationReport:
         atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
 
 
+def _preference(path: Path) -> tuple[int, str]:
+    """Sort key of a folder's files: where a page has several (``tlseg segment`` writes ``.dat``,
+    ``.labels.png``, ``.page.xml`` and ``.alto.xml``), the exact label maps come first, then
+    PAGE, then ALTO XML; by name within each kind."""
+    name = path.name.lower()
+    return (2 if name.endswith(".alto.xml") else 1 if is_polygon_file(path) else 0, path.name)
+
+
 def _expand(paths: Iterable[str | os.PathLike] | str | os.PathLike) -> list[Path]:
-    """Files as given; a directory stands for its label/XML files (not recursive)."""
+    """Files as given; a directory stands for its label/XML files (not recursive), in the
+    order of :func:`_preference` (the first file of a page is the one scored)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out += sorted(f for f in p.iterdir()
-                          if f.is_file() and f.suffix.lower() in _LABEL_FILE_SUFFIXES)
+            out += sorted((f for f in p.iterdir()
+                           if f.is_file() and f.suffix.lower() in _LABEL_FILE_SUFFIXES), key=_preference)
         else:
             out.append(p)
     return out

@@ -1,4 +1,5 @@
-"""Writing results: ICDAR ``.dat``, 16-bit label PNG, colour overlays, PAGE XML 2019 and JSON.
+"""Writing results: ICDAR ``.dat``, 16-bit label PNG, colour overlays, PAGE XML 2019, ALTO 4.4
+and JSON.
 
 Every write is atomic: data goes to a temporary file in the target's directory which is then
 renamed over the target, so a crash or a full disk never leaves a half-written file.
@@ -12,6 +13,7 @@ import json
 import os
 import secrets
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,11 @@ from PIL import Image
 from .model import LineSet, Segmentation, from_region_frame, to_region_frame
 
 PAGE_NS = "http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15"
-PAGE_XSD = Path(__file__).resolve().parents[1] / "resources" / "pagecontent-2019-07-15.xsd"
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+PAGE_XSD = RESOURCES / "pagecontent-2019-07-15.xsd"
+ALTO_NS = "http://www.loc.gov/standards/alto/ns-v4#"
+ALTO_XSD = RESOURCES / "alto-4-4.xsd"
+ALTO_SCHEMA_URL = "http://www.loc.gov/standards/alto/v4/alto-4-4.xsd"
 _XSI = "http://www.w3.org/2001/XMLSchema-instance"
 
 # ----------------------------------------------------------------------------- atomic writes
@@ -305,11 +311,34 @@ def _line_pixels(labels: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]
     return out
 
 
-def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: str,
-                   image_shape: tuple[int, int]) -> None:
-    """PAGE XML 2019-07-15 of a segmentation: one TextRegion per region holding lines, one
-    TextLine ``l{k}`` per label k with pixels (Coords outline and Baseline), reading order
-    of the regions as in ``seg.regions``. Valid against the official schema."""
+@dataclass(frozen=True)
+class LineShape:
+    """One exported line: its label ``k`` (1-based, XML id ``l{k}``), outline ``polygon`` and
+    ``baseline``, int ``(n, 2)`` [x, y] page pixels (see :func:`line_polygon`, :func:`line_baseline`)."""
+
+    label: int
+    polygon: np.ndarray
+    baseline: np.ndarray
+
+
+@dataclass(frozen=True)
+class RegionShape:
+    """One exported region: its index (XML id ``r{index}``), ``hull`` (convex hull of its
+    lines' outlines, int ``(n, 2)`` [x, y] pixels) and its lines in reading order."""
+
+    index: int
+    hull: np.ndarray
+    lines: tuple[LineShape, ...]
+
+
+def page_shapes(seg: Segmentation, image_shape: tuple[int, int]) -> list[RegionShape]:
+    """The geometry every XML export writes: regions holding lines in the order of
+    ``seg.regions`` (then any region only referenced by lines), each with one :class:`LineShape`
+    per label with pixels, in label order. Lines without pixels are left out.
+
+    Raises ValueError when the labels do not match ``image_shape`` (H, W) or name a line that
+    ``seg.lines`` does not have.
+    """
     h, w = (int(s) for s in image_shape)
     labels = np.asarray(seg.labels)
     if labels.shape != (h, w):
@@ -324,7 +353,30 @@ def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: s
     # Regions in the segmentation's order, then any referenced by lines but not listed.
     order = [r.index for r in seg.regions if r.index in by_region]
     order += sorted(set(by_region) - set(order))
+    out = []
+    for r in order:
+        shapes = []
+        for k in by_region[r]:
+            xs, ys = pixels[k]
+            shapes.append(LineShape(k, line_polygon(xs, ys, float(lines.phi[k - 1]), (h, w)),
+                                    line_baseline(xs, ys, lines, k - 1, (h, w))))
+        allpts = np.concatenate([s.polygon for s in shapes]).astype(np.int32)
+        hull = cv2.convexHull(allpts.reshape(-1, 1, 2)).reshape(-1, 2).astype(np.int64)
+        if len(hull) < 3:
+            x0, y0 = allpts.min(axis=0)
+            x1, y1 = allpts.max(axis=0)
+            hull = _box(int(x0), int(y0), int(x1), int(y1), w, h)
+        out.append(RegionShape(r, hull, tuple(shapes)))
+    return out
 
+
+def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: str,
+                   image_shape: tuple[int, int]) -> None:
+    """PAGE XML 2019-07-15 of a segmentation: one TextRegion per region holding lines, one
+    TextLine ``l{k}`` per label k with pixels (Coords outline and Baseline), reading order
+    of the regions as in ``seg.regions``. Valid against the official schema."""
+    h, w = (int(s) for s in image_shape)
+    regions = page_shapes(seg, (h, w))
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
     nsmap = {None: PAGE_NS, "xsi": _XSI}
     root = etree.Element(f"{{{PAGE_NS}}}PcGts", nsmap=nsmap)
@@ -335,53 +387,124 @@ def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: s
     etree.SubElement(meta, f"{{{PAGE_NS}}}LastChange").text = now
     page = etree.SubElement(root, f"{{{PAGE_NS}}}Page", imageFilename=str(image_filename),
                             imageWidth=str(w), imageHeight=str(h))
-    if order:
+    if regions:
         ro = etree.SubElement(page, f"{{{PAGE_NS}}}ReadingOrder")
         group = etree.SubElement(ro, f"{{{PAGE_NS}}}OrderedGroup", id="ro_regions")
-        for i, r in enumerate(order):
-            etree.SubElement(group, f"{{{PAGE_NS}}}RegionRefIndexed", index=str(i), regionRef=f"r{r}")
-    for r in order:
-        region = etree.SubElement(page, f"{{{PAGE_NS}}}TextRegion", id=f"r{r}", type="paragraph")
-        region_coords = etree.SubElement(region, f"{{{PAGE_NS}}}Coords")
-        hull_pts = []
-        for k in by_region[r]:
-            xs, ys = pixels[k]
-            poly = line_polygon(xs, ys, float(lines.phi[k - 1]), (h, w))
-            hull_pts.append(poly)
-            tl = etree.SubElement(region, f"{{{PAGE_NS}}}TextLine", id=f"l{k}")
-            etree.SubElement(tl, f"{{{PAGE_NS}}}Coords", points=_points(poly))
-            base = line_baseline(xs, ys, lines, k - 1, (h, w))
-            etree.SubElement(tl, f"{{{PAGE_NS}}}Baseline", points=_points(base))
-        allpts = np.concatenate(hull_pts).astype(np.int32)
-        hull = cv2.convexHull(allpts.reshape(-1, 1, 2)).reshape(-1, 2)
-        if len(hull) < 3:
-            x0, y0 = allpts.min(axis=0)
-            x1, y1 = allpts.max(axis=0)
-            hull = _box(int(x0), int(y0), int(x1), int(y1), w, h)
-        region_coords.set("points", _points(hull))
+        for i, reg in enumerate(regions):
+            etree.SubElement(group, f"{{{PAGE_NS}}}RegionRefIndexed", index=str(i), regionRef=f"r{reg.index}")
+    for reg in regions:
+        region = etree.SubElement(page, f"{{{PAGE_NS}}}TextRegion", id=f"r{reg.index}", type="paragraph")
+        etree.SubElement(region, f"{{{PAGE_NS}}}Coords", points=_points(reg.hull))
+        for line in reg.lines:
+            tl = etree.SubElement(region, f"{{{PAGE_NS}}}TextLine", id=f"l{line.label}")
+            etree.SubElement(tl, f"{{{PAGE_NS}}}Coords", points=_points(line.polygon))
+            etree.SubElement(tl, f"{{{PAGE_NS}}}Baseline", points=_points(line.baseline))
     data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
     atomic_write_bytes(path, data)
 
 
-@lru_cache(maxsize=1)
-def _page_schema() -> etree.XMLSchema:
-    return etree.XMLSchema(etree.parse(str(PAGE_XSD)))
+class _LocalSchemas(etree.Resolver):
+    """Resolve the schemas an XSD imports (e.g. ALTO's ``xlink.xsd``, by any URL or relative
+    path) to the copies in ``resources/``, so that validation never needs the network."""
+
+    def resolve(self, system_url: str | None, public_id: str | None, context: object) -> Any:
+        name = (system_url or "").replace("\\", "/").rsplit("/", 1)[-1]
+        local = RESOURCES / name
+        if name.endswith(".xsd") and local.is_file():
+            return self.resolve_filename(str(local), context)
+        return None
 
 
-def validate_page_xml(path: str | os.PathLike) -> list[str]:
-    """Errors of a PAGE XML file against the 2019-07-15 schema (empty list when valid)."""
+@lru_cache(maxsize=2)
+def _schema(xsd: Path) -> etree.XMLSchema:
+    parser = etree.XMLParser(no_network=True, resolve_entities=False)
+    parser.resolvers.add(_LocalSchemas())
+    return etree.XMLSchema(etree.parse(str(xsd), parser))
+
+
+def _validate(path: str | os.PathLike, xsd: Path) -> list[str]:
+    """Errors of an XML file against ``xsd`` ("line N: message"; empty list when valid)."""
     try:
         doc = etree.parse(os.fspath(path), etree.XMLParser(resolve_entities=False, no_network=True,
                                                            huge_tree=True))
     except (etree.XMLSyntaxError, OSError) as exc:
         return [f"{os.fspath(path)}: not well-formed XML: {exc}"]
-    schema = _page_schema()
+    schema = _schema(xsd)
     if schema.validate(doc):
         return []
     return [f"line {e.line}: {e.message}" for e in schema.error_log]
 
 
+def validate_page_xml(path: str | os.PathLike) -> list[str]:
+    """Errors of a PAGE XML file against the 2019-07-15 schema (empty list when valid)."""
+    return _validate(path, PAGE_XSD)
+
+
+# ----------------------------------------------------------------------------- ALTO XML
+
+
+def _bbox(xy: np.ndarray) -> dict[str, str]:
+    """ALTO ``HPOS/VPOS/WIDTH/HEIGHT`` (pixels) of the box spanned by the vertices ``xy``:
+    the box polygon ``(HPOS, VPOS)..(HPOS + WIDTH, VPOS + HEIGHT)`` has the same corners."""
+    x0, y0 = (int(v) for v in xy.min(axis=0))
+    x1, y1 = (int(v) for v in xy.max(axis=0))
+    return {"HPOS": str(x0), "VPOS": str(y0), "WIDTH": str(x1 - x0), "HEIGHT": str(y1 - y0)}
+
+
+def write_alto_xml(path: str | os.PathLike, seg: Segmentation, image_filename: str,
+                   image_shape: tuple[int, int]) -> None:
+    """ALTO 4.4 XML of a segmentation, coordinates in pixels: a PrintSpace around all lines,
+    one TextBlock ``r{i}`` per region holding lines (reading order as in ``seg.regions``), one
+    TextLine ``l{k}`` per label k with pixels: its box, ``BASELINE`` and ``Shape/Polygon`` (the
+    same outline and baseline as PAGE XML, :func:`page_shapes`) and one empty ``String`` (the
+    schema needs one; there is no text). Valid against the official schema; no timestamp, so
+    the same segmentation gives the same bytes."""
+    h, w = (int(s) for s in image_shape)
+    regions = page_shapes(seg, (h, w))
+    q = f"{{{ALTO_NS}}}"
+    root = etree.Element(f"{q}alto", nsmap={None: ALTO_NS, "xsi": _XSI}, SCHEMAVERSION="4.4")
+    root.set(f"{{{_XSI}}}schemaLocation", f"{ALTO_NS} {ALTO_SCHEMA_URL}")
+    desc = etree.SubElement(root, f"{q}Description")
+    etree.SubElement(desc, f"{q}MeasurementUnit").text = "pixel"
+    source = etree.SubElement(desc, f"{q}sourceImageInformation")
+    etree.SubElement(source, f"{q}fileName").text = str(image_filename)
+    step = etree.SubElement(desc, f"{q}Processing", ID="proc1")
+    etree.SubElement(step, f"{q}processingCategory").text = "contentGeneration"
+    software = etree.SubElement(step, f"{q}processingSoftware")
+    etree.SubElement(software, f"{q}softwareName").text = "tlgui"
+    layout = etree.SubElement(root, f"{q}Layout")
+    page = etree.SubElement(layout, f"{q}Page", ID="p1", PHYSICAL_IMG_NR="1", WIDTH=str(w), HEIGHT=str(h),
+                            PROCESSING="proc1")
+    if regions:
+        space_box = _bbox(np.concatenate([reg.hull for reg in regions]))
+    else:
+        space_box = {"HPOS": "0", "VPOS": "0", "WIDTH": str(w), "HEIGHT": str(h)}
+    space = etree.SubElement(page, f"{q}PrintSpace", ID="ps1", **space_box)
+    for reg in regions:
+        block = etree.SubElement(space, f"{q}TextBlock", ID=f"r{reg.index}", **_bbox(reg.hull))
+        etree.SubElement(etree.SubElement(block, f"{q}Shape"), f"{q}Polygon", POINTS=_points(reg.hull))
+        for line in reg.lines:
+            box = _bbox(line.polygon)
+            tl = etree.SubElement(block, f"{q}TextLine", ID=f"l{line.label}", **box,
+                                  BASELINE=_points(line.baseline))
+            etree.SubElement(etree.SubElement(tl, f"{q}Shape"), f"{q}Polygon", POINTS=_points(line.polygon))
+            etree.SubElement(tl, f"{q}String", CONTENT="", **box)
+    data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+    atomic_write_bytes(path, data)
+
+
+def validate_alto_xml(path: str | os.PathLike) -> list[str]:
+    """Errors of an ALTO XML file against the ALTO 4.4 schema (empty list when valid); the
+    schema's xlink import is read from ``resources/``, never from the network."""
+    return _validate(path, ALTO_XSD)
+
+
 # ----------------------------------------------------------------------------- all outputs
+
+
+#: What :func:`write_outputs` writes: kind -> suffix of ``<stem><suffix>``.
+OUTPUT_SUFFIXES: dict[str, str] = {"dat": ".dat", "labels": ".labels.png", "overlay": ".overlay.png",
+                                   "page": ".page.xml", "alto": ".alto.xml", "json": ".json"}
 
 
 def _json_default(obj: Any) -> Any:
@@ -398,9 +521,10 @@ def _json_default(obj: Any) -> Any:
 
 def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: Segmentation,
                   image_filename: str, extra: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write ``<stem>.dat``, ``.labels.png``, ``.overlay.png``, ``.page.xml`` and ``.json`` into
-    ``outdir`` (created if needed), all or nothing: every file is written under a temporary
-    name first and the five are renamed only when all succeeded. Returns the five paths."""
+    """Write ``<stem>.dat``, ``.labels.png``, ``.overlay.png``, ``.page.xml``, ``.alto.xml`` and
+    ``.json`` into ``outdir`` (created if needed), all or nothing: every file is written under a
+    temporary name first and the six are renamed only when all succeeded. Returns the six paths
+    in the order of :data:`OUTPUT_SUFFIXES`."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     labels = np.asarray(seg.labels)
@@ -408,9 +532,7 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
     meta = dict(extra or {})
     meta.update({"lines": seg.lines.to_dict(), "n_lines": len(seg.lines), "image": str(image_filename),
                  "shape": [int(h), int(w)]})
-    targets = {kind: out / f"{stem}{suffix}" for kind, suffix in (
-        ("dat", ".dat"), ("labels", ".labels.png"), ("overlay", ".overlay.png"),
-        ("page", ".page.xml"), ("json", ".json"))}
+    targets = {kind: out / f"{stem}{suffix}" for kind, suffix in OUTPUT_SUFFIXES.items()}
     temps = {kind: _temp_name(p) for kind, p in targets.items()}
     done: list[Path] = []
     try:
@@ -418,6 +540,7 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
         write_label_png(temps["labels"], labels)
         write_png(temps["overlay"], render_overlay(gray, labels, seg.lines))
         write_page_xml(temps["page"], seg, image_filename, (h, w))
+        write_alto_xml(temps["alto"], seg, image_filename, (h, w))
         text = json.dumps(meta, indent=2, default=_json_default, allow_nan=True)
         atomic_write_bytes(temps["json"], text.encode("utf-8"))
         for kind, target in targets.items():

@@ -15,4 +15,4 @@ echo "demo: no display; segmenting offscreen into $out/" >&2
 .venv/bin/tlseg segment "$page" -o "$out" --overwrite
 QT_QPA_PLATFORM=offscreen .venv/bin/tlgui --screenshot "$out/window.png" --run "$page"
 stem=$(basename "${page%.*}")
-echo "demo: wrote $out/$stem.{dat,labels.png,overlay.png,page.xml,json} and the window's screenshot $out/window.png"
+echo "demo: wrote $out/$stem.{dat,labels.png,overlay.png,page.xml,alto.xml,json} and the window's screenshot $out/window.png"

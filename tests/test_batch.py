@@ -277,7 +277,7 @@ def test_real_serial_equals_parallel(tmp_path: Path) -> None:
     assert s.ok == p.ok == 3, (s.results, p.results)
     assert s.lines == p.lines > 0
     for page in pages:
-        for suffix in (".dat", ".labels.png", ".page.xml"):
+        for suffix in (".dat", ".labels.png", ".page.xml", ".alto.xml"):
             a, b = tmp_path / "s" / f"{page.stem}{suffix}", tmp_path / "p" / f"{page.stem}{suffix}"
             assert deterministic_bytes(a) == deterministic_bytes(b), a.name
 
@@ -295,6 +295,6 @@ def test_dask_local_cluster(tmp_path: Path) -> None:
     assert sorted(r["status"] for r in report) == ["failed", "ok", "ok"]
     run_batch(pages, tmp_path / "s", params, jobs=1)
     for page in pages:
-        for suffix in (".dat", ".labels.png", ".page.xml"):
+        for suffix in (".dat", ".labels.png", ".page.xml", ".alto.xml"):
             assert deterministic_bytes(tmp_path / "d" / f"{page.stem}{suffix}") == \
                    deterministic_bytes(tmp_path / "s" / f"{page.stem}{suffix}")

@@ -6,6 +6,7 @@ subject is the command line); the ``real`` tests run the real pipeline on synthe
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import os
@@ -30,6 +31,7 @@ from test_batch import (
 
 from engine import batch
 from engine.cli import build_params, build_parser, main, parse_set
+from engine.export import validate_alto_xml
 from engine.params import ParameterError, Parameters
 
 TESTS = Path(__file__).resolve().parent
@@ -151,6 +153,18 @@ def test_evaluate_prints_table_and_csv(capsys, tmp_path, fake_engine) -> None:
     code, out, err = run(capsys, "evaluate", "--gt", tmp_path / "gt", "--pred",
                          str(tmp_path / "out" / "*.page.xml"), "--images", tmp_path / "img")
     assert code == 0 and "TOTAL" in out
+    # The exported ALTO XML is ground truth too: scored on the image's ink, the result's own
+    # labels agree with it on every line (FM 100%).
+    code, out, err = run(capsys, "evaluate", "--gt", str(tmp_path / "out" / "*.alto.xml"), "--pred",
+                         str(tmp_path / "out" / "*.dat"), "--images", tmp_path / "img", "--csv", tmp_path / "a.csv")
+    assert code == 0, err
+    with open(tmp_path / "a.csv", newline="") as fh:
+        (row,) = [r for r in csv.DictReader(fh) if r["page"] == "s"]
+    assert float(row["FM"]) == 1.0 and int(row["N"]) == int(row["M"]) > 0
+    # A whole output folder as the result: the exact .dat is scored, not the ALTO/PAGE polygons
+    # (which would need the page image, absent beside the ground truth).
+    code, out, err = run(capsys, "evaluate", "--gt", tmp_path / "gt", "--pred", tmp_path / "out")
+    assert code == 0 and "TOTAL" in out, err
     code, out, err = run(capsys, "evaluate", "--gt", tmp_path / "nothing*.png", "--pred", tmp_path / "out")
     assert code == 1 and "nothing*.png" in one_error_line(err)
     code, out, err = run(capsys, "evaluate", "--gt", tmp_path / "gt", "--pred", tmp_path / "out",
@@ -323,7 +337,8 @@ def test_real_segment_jobs_2_equals_jobs_1(capsys, tmp_path) -> None:
         meta = json.loads((tmp_path / "j1" / f"{page.stem}.json").read_text())
         assert meta["n_lines"] > 0 and meta["iterations"] >= 1 and meta["seed"] == 5
         assert {"ink", "em", "finish"} <= set(meta["timings"])
-        for suffix in (".dat", ".labels.png", ".page.xml"):
+        assert validate_alto_xml(tmp_path / "j1" / f"{page.stem}.alto.xml") == []
+        for suffix in (".dat", ".labels.png", ".page.xml", ".alto.xml"):
             assert deterministic_bytes(tmp_path / "j1" / f"{page.stem}{suffix}") == \
                    deterministic_bytes(tmp_path / "j2" / f"{page.stem}{suffix}"), (page.stem, suffix)
 

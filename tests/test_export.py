@@ -1,5 +1,5 @@
 """engine.export: atomic writes, .dat / 16-bit PNG round trips, overlays, PAGE XML validity and
-its read-back, and write_outputs' all-or-nothing behaviour."""
+its read-back, and write_outputs' all-or-nothing behaviour (ALTO XML itself: test_alto.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from engine.export import (
     line_polygon,
     read_dat,
     render_overlay,
+    validate_alto_xml,
     validate_page_xml,
     write_dat,
     write_label_png,
@@ -209,7 +210,7 @@ def test_write_outputs_all_files_no_temps(tmp_path):
     paths = write_outputs(out, "page", gray, seg, "page.png", {"params": {"r": 0.3}, "n": np.int64(3)})
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(["page.dat", "page.labels.png", "page.overlay.png", "page.page.xml",
-                            "page.json"])
+                            "page.alto.xml", "page.json"])
     assert sorted(p.name for p in paths) == names
     meta = json.loads((out / "page.json").read_text())
     assert meta["params"] == {"r": 0.3} and meta["n"] == 3
@@ -217,15 +218,17 @@ def test_write_outputs_all_files_no_temps(tmp_path):
     assert len(meta["lines"]["lines"]) == 2
     assert np.array_equal(read_dat(out / "page.dat", (H, W)), seg.labels)
     assert validate_page_xml(out / "page.page.xml") == []
+    assert validate_alto_xml(out / "page.alto.xml") == []
 
 
-def test_write_outputs_failure_leaves_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("writer", ["write_page_xml", "write_alto_xml"])
+def test_write_outputs_failure_leaves_nothing(tmp_path, monkeypatch, writer):
     gray, seg = _two_line_segmentation()
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(export, "write_page_xml", broken)
+    monkeypatch.setattr(export, writer, broken)
     with pytest.raises(OSError, match="disk full"):
         write_outputs(tmp_path, "page", gray, seg, "page.png", {})
     assert list(tmp_path.iterdir()) == []

@@ -360,7 +360,7 @@ def test_exports_read_back(qtbot: object, window: MainWindow, page_path: str, tm
     labels = seg.labels
     out = {kind: tmp_path / f"out-{kind}{suffix}" for kind, suffix in
            (("colour_png", ".png"), ("label_png16", ".png"), ("dat", ".dat"), ("page_xml", ".xml"),
-            ("json", ".json"), ("view_png", ".png"))}
+            ("alto_xml", ".alto.xml"), ("json", ".json"), ("view_png", ".png"))}
     for kind, path in out.items():
         window.export(kind, str(path))
     qtbot.waitUntil(lambda: not window.is_busy() and all(p.exists() for p in out.values()), timeout=20_000)
@@ -372,6 +372,7 @@ def test_exports_read_back(qtbot: object, window: MainWindow, page_path: str, tm
     assert sixteen.dtype == np.uint16 and np.array_equal(sixteen, labels)
     assert np.array_equal(engine_export.read_dat(out["dat"], labels.shape), labels)
     assert engine_export.validate_page_xml(out["page_xml"]) == []
+    assert engine_export.validate_alto_xml(out["alto_xml"]) == []
     data = json.loads(out["json"].read_text())
     assert data["parameters"]["max_em_iterations"] == FAST["max_em_iterations"]
     assert len(data["final_lines"]["lines"]) == len(seg.lines)

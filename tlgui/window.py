@@ -77,6 +77,7 @@ EXPORTS: dict[str, tuple[str, str, str]] = {
     "label_png16": ("16-bit label PNG…", "PNG image (*.png)", ".labels16.png"),
     "dat": ("ICDAR .dat…", "ICDAR label map (*.dat)", ".dat"),
     "page_xml": ("PAGE XML…", "PAGE XML (*.xml)", ".xml"),
+    "alto_xml": ("ALTO XML…", "ALTO XML (*.xml)", ".alto.xml"),
     "json": ("Lines and parameters (JSON)…", "JSON (*.json)", ".lines.json"),
     "view_png": ("PNG of the current view…", "PNG image (*.png)", ".view.png"),
 }
@@ -1132,6 +1133,8 @@ class MainWindow(QMainWindow):
                 engine_export.write_dat(path, seg.labels)
             elif kind == "page_xml":
                 engine_export.write_page_xml(path, seg, Path(page_path).name, prep.shape)
+            elif kind == "alto_xml":
+                engine_export.write_alto_xml(path, seg, Path(page_path).name, prep.shape)
             elif kind == "json":
                 data = {
                     "page": page_path,
