@@ -1,7 +1,9 @@
 """``tlgui [PAGE]``: the window.  ``tlgui --screenshot OUT.png [--run] PAGE``: render it offscreen.
 
 The screenshot mode opens the page, optionally runs the method to the end, saves a PNG of the
-whole window and exits; it is how the window is checked without a display.
+whole window and exits; it is how the window is checked without a display.  On a real platform
+(``QT_QPA_PLATFORM=xcb``, e.g. under ``xvfb-run``) ``--grab screen`` takes the pixels the window
+system shows instead of rendering the widgets: the check that the window really opens there.
 """
 
 from __future__ import annotations
@@ -12,6 +14,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from PySide6.QtGui import QGuiApplication, QImage
+    from PySide6.QtWidgets import QWidget
+
+#: Where ``--screenshot`` takes the window's pixels from (see :func:`grab`).
+GRAB_SOURCES = ("widget", "screen")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tlgui", description="Watch and steer the text-line segmentation of a handwritten page.")
     parser.add_argument("page", nargs="?", help="page image to open")
     parser.add_argument("--screenshot", metavar="OUT.png",
-                        help="render the window offscreen to this PNG and exit")
+                        help="save the window to this PNG and exit (offscreen unless QT_QPA_PLATFORM is set)")
+    parser.add_argument("--grab", choices=GRAB_SOURCES, default="widget",
+                        help="with --screenshot: render the widgets (default), or take the window's "
+                             "pixels from the screen (needs a real platform such as xcb)")
     parser.add_argument("--run", action="store_true", help="with --screenshot: run to the end first")
     parser.add_argument("--gt", metavar="FILE",
                         help="ground truth to load (label image, .dat, PAGE/ALTO XML)")
@@ -43,6 +56,21 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
         loop.exec()
     check.stop()
     return bool(condition())
+
+
+def grab(app: QGuiApplication, window: QWidget, source: str) -> QImage:
+    """The window as an image: its widgets rendered (``widget``), or what the screen shows of it
+    (``screen``), once it is mapped and its last paint has reached the window system."""
+    from PySide6.QtGui import QImage
+
+    if source == "widget":
+        return window.grab().toImage()
+    handle = window.windowHandle()
+    if not wait_until(lambda: handle is not None and handle.isExposed(), 10.0):
+        return QImage()  # never shown: nothing to grab
+    window.repaint()
+    app.sync()
+    return window.screen().grabWindow(window.winId()).toImage()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,10 +116,11 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
             ok = wait_until(lambda: not window.is_busy(), args.timeout)
     wait_until(window.settled, 10.0)  # the draw timer paints the last state
     app.processEvents()
-    image = window.grab().toImage()
+    image = grab(app, window, args.grab)
     out = Path(args.screenshot)
-    saved = image.save(str(out))
-    print(f"{'wrote' if saved else 'could not write'} {out} ({image.width()}×{image.height()})"
+    saved = not image.isNull() and image.save(str(out))
+    print(f"{'wrote' if saved else 'could not write'} {out} ({image.width()}×{image.height()}, "
+          f"platform {app.platformName()}, grab {args.grab})"
           + ("" if ok else " — timed out or failed: " + (window.banner.error() or "timeout")))
     window.shutdown()
     window.close()

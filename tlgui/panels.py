@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from math import ceil, floor, isfinite, log10
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QPixmap, QStandardItem, QStandardItemModel
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QIcon, QPixmap, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -182,13 +183,28 @@ class LineTable(QTableView):
 # --------------------------------------------------------------------------------------------- params
 
 _CHOICES = {"update_rule": ("bethe", "convex"), "regression": ("rotation_invariant", "paper")}
+#: Significant digits of a float parameter in its field (the value itself keeps all of them).
+SHOWN_DIGITS = 4
+
+
+def format_parameter(value: object, digits: int | None = SHOWN_DIGITS) -> str:
+    """A parameter's text in the panel: floats rounded to ``digits`` significant digits and
+    still written as floats (``0.3333``, ``40.0``, ``1e-12``); ``digits=None``: exactly, the
+    shortest text that reads back as the same number.  A tuple is comma-separated."""
+    if isinstance(value, tuple):
+        return ", ".join(format_parameter(v, digits) for v in value)
+    if isinstance(value, float) and digits is not None and isfinite(value):
+        return repr(float(f"{value:.{digits}g}"))
+    return str(value)
 
 
 class ParameterPanel(QScrollArea):
     """Every Parameters field with its default; validates as you type.
 
     ``changed(params)`` fires with each valid set.  An invalid value shows the engine's
-    ParameterError message and keeps the last valid parameters.
+    ParameterError message and keeps the last valid parameters.  Floats are shown rounded
+    (:func:`format_parameter`); a field whose text is still the one shown reads back as the
+    exact value behind it, so that only an edit changes a parameter.
     """
 
     changed = Signal(object)
@@ -212,6 +228,8 @@ class ParameterPanel(QScrollArea):
         self.params = params
         self.prepared_with: Parameters | None = None
         self.editors: dict[str, QWidget] = {}
+        #: Text fields' (text shown, exact value) as last set by the panel.
+        self.shown: dict[str, tuple[str, Any]] = {}
         defaults = Parameters()
         for f in fields(Parameters):
             if f.name == "_extra":
@@ -227,20 +245,20 @@ class ParameterPanel(QScrollArea):
                 editor.setChecked(value)
                 editor.toggled.connect(self._on_edit)
             else:
-                editor = QLineEdit(self._format(value))
+                editor = QLineEdit()
+                self._show(f.name, editor, value)
                 editor.textChanged.connect(self._on_edit)
             editor.setObjectName(f"param-{f.name}")
-            editor.setToolTip(f"default: {self._format(getattr(defaults, f.name))}")
+            editor.setToolTip(f"default: {format_parameter(getattr(defaults, f.name), None)}")
             label = f.name + (" ◆" if f.name in PREPARATION_FIELDS else "")
             self.form.addRow(label, editor)
             self.editors[f.name] = editor
         self.form.addRow(QLabel("◆ needs a new preparation"))
 
-    @staticmethod
-    def _format(value: object) -> str:
-        if isinstance(value, tuple):
-            return ", ".join(str(v) for v in value)
-        return str(value)  # str(float) is the shortest text that reads back as the same number
+    def _show(self, name: str, editor: QLineEdit, value: object) -> None:
+        text = format_parameter(value)
+        self.shown[name] = (text, value)
+        editor.setText(text)
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -249,6 +267,8 @@ class ParameterPanel(QScrollArea):
                 out[name] = editor.currentText()
             elif isinstance(editor, QCheckBox):
                 out[name] = editor.isChecked()
+            elif editor.text() == self.shown[name][0]:
+                out[name] = self.shown[name][1]  # untouched: the exact value, not the rounded text
             else:
                 text = editor.text().strip()
                 if name == "moments":
@@ -295,7 +315,7 @@ class ParameterPanel(QScrollArea):
             elif isinstance(editor, QCheckBox):
                 editor.setChecked(value)
             else:
-                editor.setText(self._format(value))
+                self._show(name, editor, value)
             editor.blockSignals(False)
         self._on_edit()
 
@@ -320,6 +340,89 @@ def _number(text: str) -> int | float | str:
 
 # --------------------------------------------------------------------------------------------- plots
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+#: Room a log-axis label needs along the axis, in text heights (widths on a horizontal axis).
+LABEL_ROOM = 1.5
+
+
+def log_tick_label(value: float) -> str:
+    """The label of the log-axis tick at ``value`` (log10 units): 10⁻³, 1, 10, 2·10⁻⁴, 0.5."""
+    exponent = floor(value + 1e-9)
+    mantissa = round(10 ** (value - exponent))
+    if mantissa == 10:
+        exponent, mantissa = exponent + 1, 1
+    decade = {0: "1", 1: "10"}.get(exponent, "10" + str(exponent).translate(_SUPERSCRIPT))
+    if mantissa == 1:
+        return decade
+    return str(mantissa * 10**exponent) if exponent in (0, 1) else f"{mantissa}·{decade}"
+
+
+def nice_step(minimum: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, … that is at least ``minimum``."""
+    scale = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale >= minimum:
+                return m * scale
+        scale *= 10
+
+
+def decade_view(lo: float, hi: float) -> tuple[float, float]:
+    """A log view (log10 units) of ``lo``-``hi`` widened to whole decades, the ticks a
+    :class:`DecadeAxis` labels, and by a tenth of that either side, room for the end labels."""
+    y0, y1 = floor(lo), ceil(hi)
+    y1 = max(y1, y0 + 1)
+    pad = 0.1 * (y1 - y0)
+    return y0 - pad, y1 + pad
+
+
+class DecadeAxis(pg.AxisItem):
+    """A log axis labelled at whole decades only — every one, or every 2nd, 5th, 10th… so that
+    no two labels touch — with unlabelled ticks at the other decades and, when they are far
+    enough apart, at 2-9 × 10ⁿ.  A view narrower than two labelled decades also labels
+    2 and 5 × 10ⁿ when they fit.  (pyqtgraph's own log ticks label every 2-9 × 10ⁿ of a view
+    one or two decades high, on top of each other in a plot 100 px high.)  Linear mode is
+    pyqtgraph's."""
+
+    def __init__(self, orientation: str, **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self.setStyle(maxTextLevel=0)  # text on the first level only: the labelled ticks
+
+    def label_extent(self) -> float:
+        """A label's size along the axis, in pixels."""
+        metrics = QFontMetricsF(self.style["tickFont"] or QFont())
+        if self.orientation in ("left", "right"):
+            return metrics.height()
+        return metrics.horizontalAdvance(log_tick_label(-10.7))
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float | None, list[float]]]:
+        if not self.logMode:
+            return super().tickValues(minVal, maxVal, size)
+        lo, hi = sorted((minVal, maxVal))
+        if not (isfinite(lo) and isfinite(hi)) or hi <= lo or size <= 0:
+            return []
+        per_decade = size / (hi - lo)  # pixels
+        extent = self.label_extent()
+        room = LABEL_ROOM * extent
+        # A label must fit inside the axis: pyqtgraph drops one that sticks out of the plot.
+        margin = 0.5 * extent / per_decade
+        step = nice_step(room / per_decade)
+        decades = range(ceil(lo), floor(hi) + 1)
+        labelled = [float(n) for n in decades if n % step == 0 and lo + margin <= n <= hi - margin]
+        others = [float(n) for n in decades if float(n) not in labelled]
+        inside = [n + log10(m) for n in range(floor(lo), ceil(hi)) for m in range(2, 10)]
+        inside = [v for v in inside if lo <= v <= hi]
+        if len(labelled) < 2 and log10(2) * per_decade >= room:  # 1, 2, 5, 10 do not touch
+            labelled = sorted(labelled + [v for v in inside if round(10 ** (v % 1)) in (2, 5)
+                                          and lo + margin <= v <= hi - margin])
+        minor = [v for v in inside if v not in labelled] if log10(10 / 9) * per_decade >= 3 else []
+        return [(float(step), labelled), (1.0, others), (None, minor)]
+
+    def logTickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        shift = log10(scale) if scale > 0 else 0.0
+        return [log_tick_label(v + shift) for v in values]
+
+
 
 class PlotsPanel(QWidget):
     """KL change, line count, θ0 θ1 θ2 and log-likelihood over the run, with a marker at the
@@ -340,7 +443,8 @@ class PlotsPanel(QWidget):
             "loglik": ("log-likelihood", [("ll", "#90caf9")]),
         }
         for key, (title, curves) in specs.items():
-            plot = pg.PlotWidget(title=title)
+            axes = {"left": DecadeAxis("left")} if key == "kl" else None
+            plot = pg.PlotWidget(title=title, axisItems=axes)
             plot.setMinimumHeight(120)
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setLabel("bottom", "iteration")
@@ -415,6 +519,8 @@ class PlotsPanel(QWidget):
         if need_y:
             span = max(hi - lo, 1e-9 if key != "lines" else 2.0)
             y0, y1 = lo - 0.25 * span, hi + 0.25 * span
+            if key == "kl":
+                y0, y1 = decade_view(y0, y1)
         self.ranges[key] = (x0, x1, y0, y1)
         self.plots[key].setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0)
 
@@ -422,7 +528,7 @@ class PlotsPanel(QWidget):
         """Empty plots with a sensible frame (a log axis on pyqtgraph's default is unreadable)."""
         self.ranges.clear()
         for key, plot in self.plots.items():
-            plot.setRange(xRange=(0, 10), yRange=(-6, 0) if key == "kl" else (0, 1), padding=0)
+            plot.setRange(xRange=(0, 10), yRange=decade_view(-6, 0) if key == "kl" else (0, 1), padding=0)
 
     def close_plots(self) -> None:
         for plot in self.plots.values():
