@@ -232,3 +232,20 @@ def test_command_line_and_drops_open_folders_and_pages(
     qtbot.waitUntil(lambda: len(window.document.pages) == 2 and not window.is_busy(), timeout=30_000)
     assert [p.name for p in window.document.pages] == ["page1.png", "page0.png"]
     assert window.session.path == str(paths[1])
+
+
+def test_stop_ends_run_all(qtbot: object, window: MainWindow, tmp_path: Path, pages: list[object]) -> None:
+    """Stop cancels the page being run (back to "not run") and runs no further page."""
+    write_folder(tmp_path / "book", pages[:2])
+    window.param_panel.set_params(Parameters().replace(max_em_iterations=10_000, kl_tolerance=1e-12,
+                                                       mp_tolerance=1e-12))
+    open_document(qtbot, window, [tmp_path / "book"])
+    window.run_all()
+    qtbot.waitUntil(lambda: window.document.pages[0].state == "running"
+                    and len(window.session.snapshots) >= 2, timeout=30_000)
+    window.stop()
+    qtbot.waitUntil(lambda: not window.is_busy(), timeout=5_000)
+    qtbot.wait(200)
+    assert window._run_queue is None and window.session.path == window.document.pages[0].path
+    assert [p.state for p in window.document.pages] == [NOT_RUN, NOT_RUN]
+    assert [row[1] for row in row_texts(window)] == [NOT_RUN, NOT_RUN]

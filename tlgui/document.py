@@ -153,6 +153,8 @@ def scan_document(specs: list[str], results_root: Path) -> tuple[list[PageEntry]
         if stem in known:
             continue
         meta = json.loads((outdir / f"{stem}.json").read_text(encoding="utf-8"))
+        if not is_page_image(Path(str(meta.get("image") or f"{stem}.png"))):
+            continue  # a label map segmented as if it were a page (tlseg on a folder of both)
         image = next((Path(c) for c in (meta.get("source"), outdir / str(meta.get("image") or ""))
                       if c and Path(c).is_file() and is_page_image(Path(c))), None)
         if image is None:
@@ -178,11 +180,15 @@ def read_truth(gt_path: str, page_path: str, shape: tuple[int, int]) -> tuple[np
     return labels, scored_pixels(labels, ink, False)
 
 
-def saved_fm(outdir: Path, page: PageEntry) -> float:
-    """FM of a page's saved outputs against its ground truth (read and scored here)."""
+def saved_fm(outdir: Path, page: PageEntry) -> float | None:
+    """FM of a page's saved outputs against its ground truth (read and scored here); None
+    when either cannot be read (the page's FM stays unknown; opening it shows why)."""
     from engine.export import read_outputs
     from engine.metric import contest_metric
 
-    labels = read_outputs(outdir, page.stem).seg.labels
-    truth, scored = read_truth(str(page.gt_path), page.path, labels.shape)
+    try:
+        labels = read_outputs(outdir, page.stem).seg.labels
+        truth, scored = read_truth(str(page.gt_path), page.path, labels.shape)
+    except (OSError, ValueError):
+        return None
     return float(contest_metric(truth, labels, ink=scored).fm)

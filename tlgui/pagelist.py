@@ -54,9 +54,8 @@ class PageList(QTableView):
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(18)
         self.horizontalHeader().setStretchLastSection(True)
-        self.setColumnWidth(0, 160)
-        for col in range(1, len(COLUMNS)):
-            self.setColumnWidth(col, 56)
+        for col, width in enumerate((100, 52, 38, 38, 44)):
+            self.setColumnWidth(col, width)
         self._quiet = False
         self.selectionModel().currentRowChanged.connect(self._on_current)
         document.subscribe("reset", self._on_reset)

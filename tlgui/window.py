@@ -187,6 +187,7 @@ class MainWindow(QMainWindow):
         #: Pages "Run all" has still to run (document indices), None when it is not running.
         self._run_queue: list[int] | None = None
         self._failure = ""  # the engine's last failure message (for the page list)
+        self._fm_queue: list[int] = []  # saved pages whose FM is still to be scored
         self._prep_seconds = 0.0  # wall time of the shown page's preparation
         self._page_seconds = 0.0  # wall time of its preparation and last run
         self.undo = QUndoStack(self)
@@ -331,6 +332,7 @@ class MainWindow(QMainWindow):
         dock.setObjectName("dock-pages")
         dock.setWidget(self.page_list)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.resizeDocks([dock], [300], Qt.Orientation.Horizontal)  # every column in view
         self.pages_dock = dock
 
         dock = QDockWidget("Lines · Ground truth", self)
@@ -563,8 +565,8 @@ class MainWindow(QMainWindow):
             page = load_page(path)
             result = None
             if saved is not None:
-                seg = engine_export.read_outputs(*saved).seg
-                result = (seg, label_overlay(seg.labels))
+                outputs = engine_export.read_outputs(*saved)
+                result = (outputs.seg, label_overlay(outputs.seg.labels), outputs.meta)
             return page, image_pyramid(page.gray), result
 
         self.submit_task("load", load, self._on_page_loaded)
@@ -605,10 +607,12 @@ class MainWindow(QMainWindow):
         self.page_list.set_current(index)
         gt = self.document.pages[index].gt_path if index >= 0 else None
         if result is not None:  # saved outputs: shown as they are, the engine is not asked
-            seg, overlay = result
+            seg, overlay, meta = result
             self.session.set_finished(seg, overlay)
             self.canvas.set_labels(overlay)
-            self._set_stage(f"saved result: {len(seg.lines)} lines")
+            iterations = f", {meta['iterations']} EM iterations" if "iterations" in meta else ""
+            self._set_stage(f"saved result: {len(seg.lines)} lines{iterations}")
+            self._update_buttons()
             pending, self._em_after_prep = self._em_after_prep, None
             if pending is not None:
                 self._start_job(em=True, mode=pending)
@@ -677,6 +681,7 @@ class MainWindow(QMainWindow):
         """Open folders and files as one document (found off the GUI thread); its first page
         is shown.  A folder of ``tlseg`` outputs shows its results without running."""
         self._run_queue = None
+        self._fm_queue = []
         specs = [os.path.abspath(s) for s in specs]
         root = results_dir()
         self._set_stage("opening document")
@@ -692,18 +697,24 @@ class MainWindow(QMainWindow):
             self.show_page(0)
         else:
             self._set_stage("no page" if self.session.path is None else self.status_stage.text())
-        for index, page in enumerate(pages):  # FM of the saved results, in the background
-            if page.saved and page.gt_path:
-                self._score_saved(index)
+        # FM of the saved results, in the background: one page at a time, so that a page the
+        # user opens meanwhile waits for one scoring at most (the task thread runs in order).
+        self._fm_queue = [i for i, page in enumerate(pages) if page.saved and page.gt_path]
+        self._score_next_saved()
 
-    def _score_saved(self, index: int) -> None:
+    def _score_next_saved(self) -> None:
+        if not self._fm_queue:
+            return
+        index = self._fm_queue.pop(0)
         page, outdir = self.document.pages[index], self.document.outdir
 
-        def on_fm(fm: float) -> None:
-            if self.document.pages[index].path == page.path:
+        def on_fm(fm: float | None) -> None:
+            if fm is not None and self.document.index_of(page.path) == index \
+                    and self.document.pages[index].fm is None:
                 self.document.update(index, fm=fm)
+            self._score_next_saved()
 
-        self.submit_task(f"fm {index}", lambda: saved_fm(outdir, page), on_fm)
+        self.submit_task(f"saved fm {page.path}", lambda: saved_fm(outdir, page), on_fm)
 
     def current_index(self) -> int:
         """The document index of the page shown (-1 when it is not one of the document's)."""
@@ -751,7 +762,8 @@ class MainWindow(QMainWindow):
         while self._run_queue:
             index = self._run_queue.pop(0)
             if self.document.pages[index].state != DONE:
-                self.show_page(index)
+                if index != self.current_index() or self.session.prep is None:
+                    self.show_page(index)  # (the page shown and prepared runs as it is)
                 self.run()
                 return
         if self._run_queue is not None:
