@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import FAST
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from synthetic import make_page
 
 from engine import batch
 from engine.evaluate import find_ground_truth
-from engine.export import read_outputs
+from engine.export import read_outputs, validate_page_xml
 from engine.params import Parameters
 from tlgui.document import DONE, FAILED, NOT_RUN, scan_document
 from tlgui.pagelist import COLUMNS
@@ -109,8 +110,13 @@ def test_folder_runs_all_with_ground_truth_and_sorts_worst_first(
     assert [fms[i] for i in order] == sorted(fms)
     window.go_to_page(order[0])
     qtbot.waitUntil(lambda: window.session.segmentation is not None and not window.is_busy(), timeout=30_000)
-    window.next_page()
+    window.page_list.setFocus()
+    QTest.keyClick(window.page_list, Qt.Key.Key_PageDown)  # the window's key, even in the list
     qtbot.waitUntil(lambda: window.session.path == window.document.pages[order[1]].path
+                    and window.session.segmentation is not None and not window.is_busy(), timeout=30_000)
+    assert window.page_list.order() == order  # a page opened from its saved outputs: still sorted
+    QTest.keyClick(window.canvas, Qt.Key.Key_Left, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: window.session.path == window.document.pages[order[0]].path
                     and not window.is_busy(), timeout=30_000)
 
 
@@ -155,6 +161,9 @@ def test_tlseg_outputs_open_without_running(
     np.testing.assert_array_equal(window.session.segmentation.labels, saved.seg.labels)
     assert window.canvas.labels_item.image is not None
     assert window.line_table.table_model.rowCount() == len(saved.seg.lines)
+    window.export("page_xml", str(tmp_path / "again.xml"))  # a saved result exports as a run one
+    qtbot.waitUntil(lambda: (tmp_path / "again.xml").exists() and not window.is_busy(), timeout=10_000)
+    assert validate_page_xml(tmp_path / "again.xml") == [] and not window.banner.error()
     if layout == "images_gone":
         assert docs[0].name == "page0.overlay.png" and docs[0].fm is None
     else:

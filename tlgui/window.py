@@ -1348,7 +1348,7 @@ class MainWindow(QMainWindow):
                     self.banner.show_message(f"Could not write {path}")
                     raise OSError(f"could not write {path}")
             return
-        seg, prep = self.session.segmentation, self.session.prep
+        seg = self.session.segmentation
         if kind != "json" and seg is None:
             self.banner.show_message("Nothing to export yet: run the segmentation to the end first.",
                                      "warning")
@@ -1366,7 +1366,7 @@ class MainWindow(QMainWindow):
             elif kind == "dat":
                 engine_export.write_dat(path, seg.labels)
             elif kind == "page_xml":
-                engine_export.write_page_xml(path, seg, Path(page_path).name, prep.shape)
+                engine_export.write_page_xml(path, seg, Path(page_path).name, seg.labels.shape)
             elif kind == "json":
                 data = {
                     "page": page_path,
