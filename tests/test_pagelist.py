@@ -154,6 +154,7 @@ def test_tlseg_outputs_open_without_running(
     assert [p.stem for p in docs] == ["page0", "page1", "page2"]
     assert [p.state for p in docs] == [DONE] * 3
     assert [p.lines for p in docs] == [r.lines for r in summary.results]
+    assert all(p.seconds is not None and p.seconds > 0 for p in docs)  # tlseg's timings, read back
     assert window.document.outdir == outdir.resolve()
     qtbot.waitUntil(lambda: window.session.segmentation is not None and not window.is_busy()
                     and window.settled(), timeout=30_000)
@@ -258,3 +259,28 @@ def test_stop_ends_run_all(qtbot: object, window: MainWindow, tmp_path: Path, pa
     assert window._run_queue is None and window.session.path == window.document.pages[0].path
     assert [p.state for p in window.document.pages] == [NOT_RUN, NOT_RUN]
     assert [row[1] for row in row_texts(window)] == [NOT_RUN, NOT_RUN]
+
+
+def test_page_list_observes_the_document_and_keeps_its_sort(qtbot: object) -> None:
+    """Unknown FMs sort last; a changed page moves to its place; the current page stays."""
+    from tlgui.document import Document, PageEntry
+    from tlgui.pagelist import PageList
+
+    doc = Document()
+    view = PageList(doc)
+    qtbot.addWidget(view)
+    doc.set_pages([PageEntry("/b/a.png", "a", fm=0.5, state=DONE), PageEntry("/b/b.png", "b"),
+                   PageEntry("/b/c.png", "c", fm=0.2, state=DONE)], None)
+    assert view.order() == [0, 1, 2]  # document order until a column is chosen
+    view.sortByColumn(COLUMNS.index("FM"), Qt.SortOrder.AscendingOrder)
+    assert view.order() == [2, 0, 1]
+    view.set_current(0)
+    doc.update(1, state=FAILED, error="cannot read page '/b/b.png'", fm=0.1)
+    assert view.order() == [1, 2, 0]
+    assert view.currentIndex().row() == view.row_of(0)
+    item = view.table_model.item(view.row_of(1), COLUMNS.index("state"))
+    assert item.text() == FAILED and "cannot read" in item.toolTip()
+    view.sortByColumn(COLUMNS.index("page"), Qt.SortOrder.DescendingOrder)
+    assert view.order() == [2, 1, 0]
+    with pytest.raises(TypeError):
+        doc.update(0, colour="red")
