@@ -165,6 +165,32 @@ def find_page_image(folders: list[Path], stem: str, exclude: tuple[Path, ...] = 
     return None
 
 
+#: Names of a page's ground truth beside its image (``{stem}`` replaced), in the order tried;
+#: then ``pixel_label/<stem>.png`` in the image's folder or the one above (the ICDAR sets).
+GROUND_TRUTH_NAMES = ("{stem}.xml", "{stem}.gt.xml", "{stem}.gt.png", "{stem}_labels.png", "{stem}.gt.tif")
+
+
+def find_ground_truth(image: str | os.PathLike) -> Path | None:
+    """The ground truth of a page image sitting beside it (ALTO/PAGE XML of the same stem, a
+    label image ``<stem>_labels.png`` / ``<stem>.gt.png``, or ``pixel_label/<stem>.png``),
+    or None.  A tlseg output (``<stem>.page.xml``, ``<stem>.labels.png``) is never taken."""
+    image = Path(image)
+    stem, folder = image.stem, image.parent
+    candidates = [folder / name.format(stem=stem) for name in GROUND_TRUTH_NAMES]
+    candidates += [folder / "pixel_label" / f"{stem}.png", folder.parent / "pixel_label" / f"{stem}.png"]
+    for cand in candidates:
+        if cand.is_file() and cand.resolve() != image.resolve():
+            return cand
+    return None
+
+
+def is_ground_truth_name(path: str | os.PathLike) -> bool:
+    """Whether an image file's name says it is a label map, not a page (``_labels``, ``.gt``)."""
+    name = Path(path).name.lower()
+    return any(name.endswith(name_.format(stem="").lower()) for name_ in GROUND_TRUTH_NAMES
+               if not name_.endswith(".xml")) or Path(path).parent.name == "pixel_label"
+
+
 def page_ink(path: str | os.PathLike, within: np.ndarray | None = None) -> np.ndarray:
     """Ink of a page image, bool ``(H, W)``: ``gray < 128`` for bilevel pages, else Otsu.
 

@@ -8,6 +8,7 @@ renamed over the target, so a crash or a full disk never leaves a half-written f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -557,3 +558,46 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
                 target.unlink()
         raise
     return list(targets.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedResult:
+    """A page's outputs read back (:func:`read_outputs`): the segmentation (``sample_labels``
+    empty, regions as recorded by the lines only), the JSON metadata and the page image it
+    came from when that file still exists (else None)."""
+
+    seg: Segmentation
+    meta: dict[str, Any]
+    image: Path | None
+
+
+def read_outputs(outdir: str | os.PathLike, stem: str) -> SavedResult:
+    """Read back what :func:`write_outputs` wrote for ``stem``: the labels from ``.dat`` (with
+    the page shape of the JSON) or, without it, from ``.labels.png``; the lines and the
+    metadata from ``.json``.  Raises OSError / ValueError naming the file when it cannot."""
+    out = Path(outdir)
+    meta_path = out / f"{stem}.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"'{meta_path}' is not JSON: {exc}") from None
+    if not isinstance(meta, dict) or "lines" not in meta:
+        raise ValueError(f"'{meta_path}' is not a tlseg result (no 'lines')")
+    dat, png = out / f"{stem}.dat", out / f"{stem}.labels.png"
+    if dat.is_file() and "shape" in meta:
+        labels = read_dat(dat, tuple(meta["shape"]))
+    elif png.is_file():
+        labels = cv2.imread(str(png), cv2.IMREAD_UNCHANGED)
+        if labels is None or labels.ndim != 2:
+            raise ValueError(f"'{png}' is not a grey label image")
+        labels = labels.astype(np.int32)
+    else:
+        raise OSError(f"no labels for '{stem}' in {out} (neither {dat.name} nor {png.name})")
+    seg = Segmentation(labels=labels, lines=LineSet.from_dict(meta["lines"]),
+                       sample_labels=np.zeros(0, np.int32), regions=())
+    image = None
+    for candidate in (meta.get("source"), out / str(meta.get("image") or "")):
+        if candidate and Path(candidate).is_file():
+            image = Path(candidate)
+            break
+    return SavedResult(seg, meta, image)

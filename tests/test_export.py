@@ -16,6 +16,7 @@ from engine.export import (
     colour_labels,
     line_polygon,
     read_dat,
+    read_outputs,
     render_overlay,
     validate_alto_xml,
     validate_page_xml,
@@ -219,6 +220,30 @@ def test_write_outputs_all_files_no_temps(tmp_path):
     assert np.array_equal(read_dat(out / "page.dat", (H, W)), seg.labels)
     assert validate_page_xml(out / "page.page.xml") == []
     assert validate_alto_xml(out / "page.alto.xml") == []
+
+
+def test_read_outputs_round_trip(tmp_path):
+    """What write_outputs wrote reads back: labels from the .dat (shape from the JSON), else
+    from the 16-bit PNG; the lines; the metadata; the page image when it still exists."""
+    gray, seg = _two_line_segmentation(phi=0.2)
+    image = tmp_path / "page.png"
+    cv2.imwrite(str(image), gray)
+    write_outputs(tmp_path / "out", "page", gray, seg, "page.png", {"source": str(image)})
+    back = read_outputs(tmp_path / "out", "page")
+    assert np.array_equal(back.seg.labels, seg.labels) and back.seg.labels.dtype == np.int32
+    for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi"):
+        np.testing.assert_allclose(getattr(back.seg.lines, name), getattr(seg.lines, name))
+    assert back.meta["n_lines"] == 2 and back.image == image
+    (tmp_path / "out" / "page.dat").unlink()
+    image.unlink()
+    back = read_outputs(tmp_path / "out", "page")
+    assert np.array_equal(back.seg.labels, seg.labels) and back.image is None
+    (tmp_path / "out" / "page.labels.png").unlink()
+    with pytest.raises(OSError, match="no labels for 'page'"):
+        read_outputs(tmp_path / "out", "page")
+    (tmp_path / "out" / "page.json").write_text("{not json")
+    with pytest.raises(ValueError, match="page.json"):
+        read_outputs(tmp_path / "out", "page")
 
 
 @pytest.mark.parametrize("writer", ["write_page_xml", "write_alto_xml"])

@@ -15,6 +15,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from conftest import FAST
 from PySide6.QtCore import QSettings
 from synthetic import make_page
 
@@ -27,9 +28,6 @@ from tlgui.session import EditModel, lines_table
 from tlgui.window import MainWindow, app_settings
 from tlgui.worker import EngineProcess, Job, RunControl
 
-#: Short runs keep the suite fast; the method itself is tested elsewhere.
-FAST = {"max_em_iterations": 8}
-
 
 @pytest.fixture(scope="module")
 def synthetic_page() -> object:
@@ -41,19 +39,6 @@ def page_path(tmp_path: Path, synthetic_page: object) -> str:
     path = tmp_path / "page.png"
     cv2.imwrite(str(path), synthetic_page.image)
     return str(path)
-
-
-@pytest.fixture
-def window(qtbot: object, tmp_path: Path) -> MainWindow:
-    # Settings (parameters, recent files, autosaved edits) go to the test's own folder.
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "config"))
-    win = MainWindow()
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    win.param_panel.set_params(Parameters().replace(**FAST))
-    yield win
-    win.shutdown()
 
 
 def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:

@@ -1,4 +1,6 @@
-"""``tlgui [PAGE]``: the window.  ``tlgui --screenshot OUT.png [--run] PAGE``: render it offscreen.
+"""``tlgui [PAGE | FOLDER | PAGE PAGE ...]``: the window, on one page or on a document (a
+folder of pages or of ``tlseg`` outputs, or several pages).  ``tlgui --screenshot OUT.png
+[--run] PAGE``: render it offscreen.
 
 The screenshot mode opens the page, optionally runs the method to the end, saves a PNG of the
 whole window and exits; it is how the window is checked without a display.  On a real platform
@@ -27,7 +29,8 @@ GRAB_SOURCES = ("widget", "screen")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tlgui", description="Watch and steer the text-line segmentation of a handwritten page.")
-    parser.add_argument("page", nargs="?", help="page image to open")
+    parser.add_argument("page", nargs="*", help="page image to open; a folder or several pages open "
+                        "as a document (a page list)")
     parser.add_argument("--screenshot", metavar="OUT.png",
                         help="save the window to this PNG and exit (offscreen unless QT_QPA_PLATFORM is set)")
     parser.add_argument("--grab", choices=GRAB_SOURCES, default="widget",
@@ -93,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         w, h = (int(v) for v in args.size.lower().split("x"))
         window.resize(w, h)
     window.show()
-    if args.page:
-        window.open_page(args.page)
+    window.open_paths(args.page)
     if not args.screenshot:
         code = app.exec()
         window.shutdown()
@@ -106,7 +108,8 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
     """Open, optionally run, then save the window as a PNG; 1 when something went wrong."""
     ok = True
     if args.page:
-        ok = wait_until(lambda: not window.is_busy() and window.session.prep is not None
+        ok = wait_until(lambda: not window.is_busy() and (window.session.prep is not None
+                                                          or window.session.segmentation is not None)
                         or bool(window.banner.error()), args.timeout)
         if ok and args.run and window.session.prep is not None:
             window.run()

@@ -171,8 +171,11 @@ class RunControl:
 class Job:
     """One piece of engine work.  ``prep`` is reused when given, else the page at ``path``
     is prepared; with ``em`` the EM run follows (from ``segments`` when the user edited the
-    initial lines) and then the final labelling.  Each job has its own control, so a late
-    message of a cancelled job can be told apart (``id``) and never steers the next one."""
+    initial lines) and then the final labelling; with ``outputs`` (folder, stem, extra JSON)
+    the engine process then writes the page's ``tlseg`` outputs there
+    (:func:`engine.export.write_outputs`: in that process, not in the window's).  Each job
+    has its own control, so a late message of a cancelled job can be told apart (``id``)
+    and never steers the next one."""
 
     id: int
     path: str
@@ -181,6 +184,7 @@ class Job:
     prep: Preparation | None = None
     segments: np.ndarray | None = None
     em: bool = True
+    outputs: tuple[str, str, dict[str, Any]] | None = None
 
 
 class EngineProcess:
@@ -276,7 +280,7 @@ class EngineProcess:
             from_child, proc = self._from_child, self._proc
         mode, seq = control.state()
         spec: dict[str, Any] = {"id": job.id, "path": job.path, "params": job.params, "em": job.em,
-                                "segments": job.segments, "mode": mode, "seq": seq}
+                                "segments": job.segments, "mode": mode, "seq": seq, "outputs": job.outputs}
         if job.prep is not None:
             if job.prep is self._child_prep:
                 spec["prep_token"] = self._child_token
@@ -425,6 +429,7 @@ def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple],
     if spec.get("segments") is not None:
         lines = pipeline.lines_from_segments(prep, spec["segments"])
     emit(("stage", job_id, "EM"))
+    started = time.perf_counter()
     gen = pipeline.run_em(prep, lines, params=params, per_sweep=True)
     last: Snapshot | None = None
     try:
@@ -443,7 +448,24 @@ def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple],
     control.check()
     overlay = label_overlay(seg.labels)
     control.check()
+    if spec.get("outputs") is not None:
+        emit(("stage", job_id, "writing outputs"))
+        write_outputs(spec["outputs"], spec["path"], prep, last, seg, time.perf_counter() - started)
     emit(("finished", job_id, seg, overlay))
+
+
+def write_outputs(outputs: tuple[str, str, dict[str, Any]], path: str, prep: Preparation, last: Snapshot,
+                  seg: Any, run_s: float) -> None:
+    """A finished page's outputs, as ``tlseg`` writes them, with its times and EM figures."""
+    from engine import export
+
+    outdir, stem, extra = outputs
+    timings = {k: float(v) for k, v in dict(prep.timings or {}).items()}
+    timings["em_and_finish"] = run_s
+    timings["total"] = sum(timings.values())
+    meta = {**extra, "seed": prep.params.seed, "timings": timings, "iterations": int(last.iteration),
+            "converged": bool(last.converged)}
+    export.write_outputs(outdir, stem, prep.gray, seg, Path(path).name, meta)
 
 
 def child_main(inbox: Connection, outbox: Connection) -> None:

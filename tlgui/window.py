@@ -48,8 +48,10 @@ from engine.io import load_page
 from engine.params import ParameterError, Parameters
 
 from .canvas import PageCanvas
+from .document import DONE, FAILED, NOT_RUN, RUNNING, Document, read_truth, saved_fm, scan_document
 from .edit import EDIT_MODES, LineEditor
-from .geometry import image_pyramid
+from .geometry import image_pyramid, label_overlay
+from .pagelist import PageList
 from .panels import GroundTruthPanel, LayerPanel, LineTable, ParameterPanel, PlotsPanel
 from .session import EditModel, Metrics, Session, snapshot_x
 from .worker import (
@@ -120,6 +122,11 @@ def autosave_dir() -> Path:
     return Path(app_settings().fileName()).resolve().parent / "tlgui-edits"
 
 
+def results_dir() -> Path:
+    """Where a document's outputs go when the folder opened held none (one folder each)."""
+    return Path(app_settings().fileName()).resolve().parent / "tlgui-results"
+
+
 class Banner(QWidget):
     """A dismissable message strip above the canvas: errors never pop up modal dialogs."""
 
@@ -177,6 +184,13 @@ class MainWindow(QMainWindow):
         self.settings = app_settings()
         self.session = Session()
         self.edits = EditModel(autosave_dir())
+        self.document = Document()
+        #: Pages "Run all" has still to run (document indices), None when it is not running.
+        self._run_queue: list[int] | None = None
+        self._failure = ""  # the engine's last failure message (for the page list)
+        self._fm_queue: list[int] = []  # saved pages whose FM is still to be scored
+        self._prep_seconds = 0.0  # wall time of the shown page's preparation
+        self._page_seconds = 0.0  # wall time of its preparation and last run
         self.undo = QUndoStack(self)
         self.page_gray: np.ndarray | None = None
         self.gt_labels: np.ndarray | None = None
@@ -313,6 +327,15 @@ class MainWindow(QMainWindow):
         rl.addWidget(self.line_table, 3)
         rl.addWidget(self.gt_panel)
         rl.addWidget(self.gt_list, 1)
+        self.page_list = PageList(self.document)
+        self.page_list.pageActivated.connect(self.go_to_page)
+        dock = QDockWidget("Pages", self)
+        dock.setObjectName("dock-pages")
+        dock.setWidget(self.page_list)
+        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        self.resizeDocks([dock], [300], Qt.Orientation.Horizontal)  # every column in view
+        self.pages_dock = dock
+
         dock = QDockWidget("Lines · Ground truth", self)
         dock.setObjectName("dock-right")
         dock.setWidget(right)
@@ -337,6 +360,15 @@ class MainWindow(QMainWindow):
         self.open_action.triggered.connect(self.choose_page)
         file_menu.addAction(self.open_action)
         toolbar.addAction(self.open_action)
+        self.open_folder_action = QAction(style.standardIcon(QStyle.StandardPixmap.SP_DirOpenIcon),
+                                          "Open &folder…", self)
+        self.open_folder_action.setShortcut("Ctrl+Shift+O")
+        self.open_folder_action.triggered.connect(self.choose_folder)
+        file_menu.addAction(self.open_folder_action)
+        toolbar.addAction(self.open_folder_action)
+        open_files = QAction("Open &pages as a document…", self)
+        open_files.triggered.connect(self.choose_files)
+        file_menu.addAction(open_files)
         self.recent_menu = file_menu.addMenu("Open &recent")
         self._rebuild_recent()
         file_menu.addSeparator()
@@ -419,6 +451,22 @@ class MainWindow(QMainWindow):
                 action.setShortcut(shortcut)
             action.triggered.connect(slot)
             run_menu.addAction(action)
+        run_menu.addSeparator()
+        self.run_all_action = QAction(style.standardIcon(QStyle.StandardPixmap.SP_MediaSeekForward),
+                                      "Run &all pages", self)
+        self.run_all_action.setShortcut("Ctrl+F5")
+        self.run_all_action.triggered.connect(self.run_all)
+        run_menu.addAction(self.run_all_action)
+        toolbar.addSeparator()
+        toolbar.addAction(self.run_all_action)
+
+        go_menu = menu.addMenu("&Go")
+        for text, keys, slot in (("Next page", ("PgDown", "Ctrl+Right"), self.next_page),
+                                 ("Previous page", ("PgUp", "Ctrl+Left"), self.previous_page)):
+            action = QAction(text, self)
+            action.setShortcuts([QKeySequence(k) for k in keys])
+            action.triggered.connect(slot)
+            go_menu.addAction(action)
 
     def _build_status(self) -> None:
         self.status_stage = QLabel("no page")
@@ -462,6 +510,7 @@ class MainWindow(QMainWindow):
         self.session.subscribe("current", self._on_session_current)
         self.session.subscribe("snapshot", self._on_session_snapshot)
         self.session.subscribe("cleared", self._on_session_cleared)
+        self.session.subscribe("metrics", self._on_session_metrics)
 
     def _start_threads(self) -> None:
         self.engine_process = EngineProcess()
@@ -502,8 +551,9 @@ class MainWindow(QMainWindow):
         if path:
             self.open_page(path)
 
-    def open_page(self, path: str) -> None:
-        """Load a page (off the GUI thread); the current run, if any, is cancelled."""
+    def open_page(self, path: str, saved: tuple[Path, str] | None = None) -> None:
+        """Load a page (off the GUI thread); the current run, if any, is cancelled.  With
+        ``saved`` (output folder, stem) its ``tlseg`` outputs are shown, and nothing runs."""
         path = os.path.abspath(path)
         self._cancel_job()
         if not self.banner.sticky:
@@ -512,17 +562,21 @@ class MainWindow(QMainWindow):
         self._pending_load = path
         self.engine_process.start()  # it imports while the page loads
 
-        def load() -> tuple[Any, list[np.ndarray]]:
+        def load() -> tuple[Any, list[np.ndarray], Any]:
             page = load_page(path)
-            return page, image_pyramid(page.gray)
+            result = None
+            if saved is not None:
+                outputs = engine_export.read_outputs(*saved)
+                result = (outputs.seg, label_overlay(outputs.seg.labels), outputs.meta)
+            return page, image_pyramid(page.gray), result
 
         self.submit_task("load", load, self._on_page_loaded)
 
-    def _on_page_loaded(self, loaded: tuple[Any, list[np.ndarray]]) -> None:
+    def _on_page_loaded(self, loaded: tuple[Any, list[np.ndarray], Any]) -> None:
         with self._timed("page loaded"):
             self._show_loaded_page(*loaded)
 
-    def _show_loaded_page(self, page: Any, pyramid: list[np.ndarray]) -> None:
+    def _show_loaded_page(self, page: Any, pyramid: list[np.ndarray], result: Any = None) -> None:
         path = os.path.abspath(page.path) if page.path else self._pending_load or ""
         if path != self._pending_load:
             return  # a newer open superseded this one
@@ -549,8 +603,25 @@ class MainWindow(QMainWindow):
         self.settings.setValue("dirs/page", str(Path(path).parent))
         h, w = page.gray.shape[:2]
         self._set_stage(f"page {w}×{h}")
-        # Prepare at once so that the initial lines can be seen and edited before a run.
-        self._start_job(em=False, mode=PAUSE)
+        self._prep_seconds = 0.0
+        index = self.document.index_of(path)
+        self.page_list.set_current(index)
+        gt = self.document.pages[index].gt_path if index >= 0 else None
+        if result is not None:  # saved outputs: shown as they are, the engine is not asked
+            seg, overlay, meta = result
+            self.session.set_finished(seg, overlay)
+            self.canvas.set_labels(overlay)
+            iterations = f", {meta['iterations']} EM iterations" if "iterations" in meta else ""
+            self._set_stage(f"saved result: {len(seg.lines)} lines{iterations}")
+            self._update_buttons()
+            pending, self._em_after_prep = self._em_after_prep, None
+            if pending is not None:
+                self._start_job(em=True, mode=pending)
+        else:
+            # Prepare at once so that the initial lines can be seen and edited before a run.
+            self._start_job(em=False, mode=PAUSE)
+        if gt:
+            self.load_ground_truth(gt)
 
     def _rebuild_recent(self) -> None:
         self.recent_menu.clear()
@@ -580,11 +651,161 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_page(url.toLocalFile())
-                event.acceptProposedAction()
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            self.open_paths(paths)
+            event.acceptProposedAction()
+
+    def open_paths(self, paths: list[str]) -> None:
+        """One page file opens as a page; a folder or several files as a document."""
+        if len(paths) == 1 and not Path(paths[0]).is_dir():
+            self.open_page(paths[0])
+        elif paths:
+            self.open_document(paths)
+
+    # ================================================================ documents
+    def choose_folder(self) -> None:
+        start = self.settings.value("dirs/page", "")
+        folder = QFileDialog.getExistingDirectory(self, "Open a folder of pages (or of tlseg outputs)", str(start))
+        if folder:
+            self.open_document([folder])
+
+    def choose_files(self) -> None:
+        start = self.settings.value("dirs/page", "")
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Open pages as a document", str(start),
+            "Images (*.png *.jpg *.jpeg *.tif *.tiff *.bmp);;All files (*)")
+        if paths:
+            self.open_document(paths)
+
+    def open_document(self, specs: list[str]) -> None:
+        """Open folders and files as one document (found off the GUI thread); its first page
+        is shown.  A folder of ``tlseg`` outputs shows its results without running."""
+        self._run_queue = None
+        self._fm_queue = []
+        specs = [os.path.abspath(s) for s in specs]
+        root = results_dir()
+        self._set_stage("opening document")
+        self.submit_task("document", lambda: scan_document(specs, root), self._on_document)
+
+    def _on_document(self, scanned: tuple[list[Any], Path, list[str]]) -> None:
+        pages, outdir, warnings = scanned
+        self.document.set_pages(pages, outdir)
+        self.pages_dock.show()
+        if warnings:
+            self.banner.show_message("; ".join(warnings), "warning")
+        if pages:
+            self.show_page(0)
+        else:
+            self._set_stage("no page" if self.session.path is None else self.status_stage.text())
+        # FM of the saved results, in the background: one page at a time, so that a page the
+        # user opens meanwhile waits for one scoring at most (the task thread runs in order).
+        self._fm_queue = [i for i, page in enumerate(pages) if page.saved and page.gt_path]
+        self._score_next_saved()
+
+    def _score_next_saved(self) -> None:
+        if not self._fm_queue:
+            return
+        index = self._fm_queue.pop(0)
+        page, outdir = self.document.pages[index], self.document.outdir
+
+        def on_fm(fm: float | None) -> None:
+            if fm is not None and self.document.index_of(page.path) == index \
+                    and self.document.pages[index].fm is None:
+                self.document.update(index, fm=fm)
+            self._score_next_saved()
+
+        self.submit_task(f"saved fm {page.path}", lambda: saved_fm(outdir, page), on_fm)
+
+    def current_index(self) -> int:
+        """The document index of the page shown (-1 when it is not one of the document's)."""
+        return self.document.index_of(self._pending_load or self.session.path)
+
+    def show_page(self, index: int) -> None:
+        """Open page ``index`` of the document: its saved outputs if it has them, else the
+        page itself (prepared at once, as any opened page)."""
+        page = self.document.pages[index]
+        saved = (self.document.outdir, page.stem) if page.saved and self.document.outdir else None
+        self.open_page(page.path, saved)
+        self.page_list.set_current(index)
+
+    @Slot(int)
+    def go_to_page(self, index: int) -> None:
+        """The user's choice of a page: "Run all" stops (the page being run is cancelled)."""
+        if 0 <= index < len(self.document.pages) and index != self.current_index():
+            self._stop_run_all()
+            self.show_page(index)
+
+    def _step_page(self, delta: int) -> None:
+        order = self.page_list.order()  # the list's order: after a sort by FM, the next worst
+        if not order:
+            return
+        current = self.current_index()
+        pos = order.index(current) + delta if current in order else 0
+        self.go_to_page(order[max(0, min(len(order) - 1, pos))])
+
+    def next_page(self) -> None:
+        self._step_page(1)
+
+    def previous_page(self) -> None:
+        self._step_page(-1)
+
+    def run_all(self) -> None:
+        """Run every page not done yet, one after the other, through the window's own
+        open-and-run path (the engine process takes one job at a time); a failed page is
+        marked and the next one follows.  Stop, or choosing a page, ends it."""
+        self._run_queue = [i for i, p in enumerate(self.document.pages) if p.state != DONE]
+        if not self._run_queue:
+            self.statusBar().showMessage("Every page is done.", 5000)
+        self._run_all_next()
+
+    def _run_all_next(self) -> None:
+        while self._run_queue:
+            index = self._run_queue.pop(0)
+            if self.document.pages[index].state != DONE:
+                if index != self.current_index() or self.session.prep is None:
+                    self.show_page(index)  # (the page shown and prepared runs as it is)
+                self.run()
                 return
+        if self._run_queue is not None:
+            self._run_queue = None
+            self.statusBar().showMessage("Run all: finished.", 8000)
+
+    def _stop_run_all(self) -> None:
+        if self._run_queue is not None:
+            self._run_queue = None
+            self.statusBar().showMessage("Run all: stopped.", 8000)
+
+    def _page_ended(self, path: str | None, state: str, error: str = "", saved: bool = False) -> None:
+        """A page's run ended (``state`` done, failed, or not run when cancelled): update the
+        document (``saved``: the engine wrote the outputs), then run the next page if "Run
+        all" is on."""
+        index = self.document.index_of(path)
+        if index >= 0:
+            if state == DONE and self.session.segmentation is not None:
+                self.document.update(index, state=DONE, lines=len(self.session.segmentation.lines),
+                                     seconds=self._page_seconds, error="",
+                                     saved=saved or self.document.pages[index].saved)
+            elif state == FAILED:
+                self.document.update(index, state=FAILED, error=error, lines=None, fm=None)
+            else:
+                self._revert_running(path)
+        if self._run_queue is not None:
+            if state == NOT_RUN:  # cancelled: Stop ends "Run all"
+                self._stop_run_all()
+            else:
+                self._run_all_next()
+
+    def _revert_running(self, path: str | None) -> None:
+        """A page whose run was cancelled is what it was before (done if it has outputs)."""
+        index = self.document.index_of(path)
+        if index >= 0 and self.document.pages[index].state == RUNNING:
+            self.document.update(index, state=DONE if self.document.pages[index].saved else NOT_RUN)
+
+    def _on_session_metrics(self, metrics: Metrics | None) -> None:
+        index = self.document.index_of(self.session.path)
+        if index >= 0 and metrics is not None:
+            self.document.update(index, fm=float(metrics.score.fm))
 
     # ================================================================ jobs
     def is_busy(self) -> bool:
@@ -608,14 +829,23 @@ class MainWindow(QMainWindow):
         control = RunControl()
         control.set_mode(mode)
         segments = self.edits.segments.copy() if (em and self.edits.edited) else None
-        self.job = Job(self._job_counter, self.session.path, params, control, prep, segments, em)
+        index = self.document.index_of(self.session.path)
+        outputs = None
+        if em and index >= 0 and self.document.outdir is not None:
+            # A document's page: the engine writes its outputs, to be shown without a re-run.
+            page = self.document.pages[index]
+            outputs = (str(self.document.outdir), page.stem, {"source": page.path,
+                                                             "parameters": params.to_dict()})
+        self.job = Job(self._job_counter, self.session.path, params, control, prep, segments, em, outputs)
         if em:
             self.session.clear_run()
             self.session.run_params = params
+            self.document.update(index, state=RUNNING, error="", fm=None)
             self.canvas.set_labels(None)
             self.canvas.set_mismatch(None)
         self.editor.set_enabled(False)
         self._job_started = time.perf_counter()
+        self._failure = ""
         self._update_buttons()
         self._jobs_in_flight += 1
         self.runJob.emit(self.job)
@@ -623,6 +853,8 @@ class MainWindow(QMainWindow):
     def _cancel_job(self) -> None:
         self._em_after_prep = None
         if self.job is not None:
+            if self.job.em:
+                self._revert_running(self.job.path)
             self.job.control.cancel()
             self.job = None
             self._update_buttons()
@@ -664,6 +896,7 @@ class MainWindow(QMainWindow):
     def stop(self) -> None:
         """Cancel the run: the engine notices within one message-passing sweep or preparation
         stage, else its process is killed after engine_process.GRACE_S."""
+        self._stop_run_all()
         if self.job is not None:
             self._cancel_job()
             self._set_stage("stopped")
@@ -725,6 +958,7 @@ class MainWindow(QMainWindow):
     @Slot(int, str)
     def _on_failed(self, job_id: int, message: str) -> None:
         if self._active(job_id):
+            self._failure = message
             self.banner.show_message(f"The engine failed: {message}")
 
     @Slot(int, str)
@@ -740,14 +974,23 @@ class MainWindow(QMainWindow):
         elif status == "failed":
             self._set_stage("failed")
         was_prep_only = not self.job.em
+        wrote = self.job.outputs is not None
+        seconds = time.perf_counter() - self._job_started
         self.job = None
         self.editor.set_enabled(True)
         self._update_buttons()
         self._draw_pending = True
         pending, self._em_after_prep = self._em_after_prep, None
-        if was_prep_only and status == "finished" and pending is not None:
-            self._start_job(em=True, mode=pending)
-            return
+        if was_prep_only and status == "finished":
+            self._prep_seconds = seconds
+            if pending is not None:
+                self._start_job(em=True, mode=pending)
+                return
+        if status == "failed":
+            self._page_ended(self.session.path, FAILED, self._failure or "the engine failed")
+        elif not was_prep_only:
+            self._page_seconds = self._prep_seconds + seconds
+            self._page_ended(self.session.path, DONE if status == "finished" else NOT_RUN, saved=wrote)
         self.idle.emit()
 
     # ================================================================ tasks
@@ -778,9 +1021,10 @@ class MainWindow(QMainWindow):
         self._task_handlers.pop(tag, None)
         what = {"load": "Cannot open the page", "gt": "Cannot use the ground truth"}.get(tag, f"{tag} failed")
         if tag == "load":
-            self._pending_load = None
+            failed_path, self._pending_load = self._pending_load, None
             self._em_after_prep = None
             self._set_stage("no page" if self.session.path is None else self.status_stage.text())
+            self._page_ended(failed_path, FAILED, message)
         self.banner.show_message(f"{what}: {message}")
         if not self.is_busy():
             self.idle.emit()
@@ -874,8 +1118,9 @@ class MainWindow(QMainWindow):
         self.plots.set_series(self.session.series(), snapshot_x(snap) if snap is not None else None)
 
     def _draw_table(self) -> None:
-        snap = self.session.current_snapshot()
-        self.line_table.set_lines(snap.lines if snap is not None else None, self._selected)
+        snap, seg = self.session.current_snapshot(), self.session.segmentation
+        lines = snap.lines if snap is not None else (seg.lines if seg is not None else None)
+        self.line_table.set_lines(lines, self._selected)  # a saved result has lines, no snapshot
 
     def _on_slider(self, value: int) -> None:
         self.session.set_current(value)
@@ -1031,24 +1276,14 @@ class MainWindow(QMainWindow):
         """Read a ground truth (label image, .dat, PAGE or ALTO XML) off the GUI thread and
         score the final labels against it, the way ``engine.evaluate`` scores result files
         (same ink, same scored pixels), so the window's FM is the batch FM."""
-        prep, page_path = self.session.prep, self.session.path
-        if prep is None or page_path is None:
-            self.banner.show_message("Open and prepare a page before loading its ground truth.", "warning")
+        page_path = self.session.path
+        if self.page_gray is None or page_path is None:
+            self.banner.show_message("Open a page before loading its ground truth.", "warning")
             return
-        from engine import groundtruth
-        from engine.evaluate import is_polygon_file, page_ink, polygon_truth_on_ink, scored_pixels
-
-        shape = prep.shape
+        shape = self.page_gray.shape[:2]
 
         def read() -> tuple[np.ndarray, np.ndarray]:
-            # As engine.evaluate scores result files: polygons are rasterised on the page's
-            # Otsu ink (threshold taken inside the polygons), and the same pixels are scored.
-            if is_polygon_file(Path(path)):
-                labels, ink = polygon_truth_on_ink(path, page_path, shape)
-                return labels, scored_pixels(labels, ink, True)
-            ink = page_ink(page_path)
-            labels = groundtruth.read_label_map(path, shape, None)
-            return labels, scored_pixels(labels, ink, False)
+            return read_truth(path, page_path, shape)
 
         def on_gt(out: tuple[np.ndarray, np.ndarray]) -> None:
             self.gt_labels, self.gt_ink = out
@@ -1114,7 +1349,7 @@ class MainWindow(QMainWindow):
                     self.banner.show_message(f"Could not write {path}")
                     raise OSError(f"could not write {path}")
             return
-        seg, prep = self.session.segmentation, self.session.prep
+        seg = self.session.segmentation
         if kind != "json" and seg is None:
             self.banner.show_message("Nothing to export yet: run the segmentation to the end first.",
                                      "warning")
@@ -1132,9 +1367,9 @@ class MainWindow(QMainWindow):
             elif kind == "dat":
                 engine_export.write_dat(path, seg.labels)
             elif kind == "page_xml":
-                engine_export.write_page_xml(path, seg, Path(page_path).name, prep.shape)
+                engine_export.write_page_xml(path, seg, Path(page_path).name, seg.labels.shape)
             elif kind == "alto_xml":
-                engine_export.write_alto_xml(path, seg, Path(page_path).name, prep.shape)
+                engine_export.write_alto_xml(path, seg, Path(page_path).name, seg.labels.shape)
             elif kind == "json":
                 data = {
                     "page": page_path,

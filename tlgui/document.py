@@ -1,0 +1,194 @@
+"""A document: the pages of a folder (or of several files) and what is known of each.
+
+Plain Python, no Qt: the window changes it, the page list observes it (events ``reset`` and
+``changed(index)``).  :func:`scan_document` builds one from files and folders (it reads the
+disk: run it off the GUI thread), finding each page's ground truth beside its image and the
+``tlseg`` outputs already written for it, so that a finished page is shown without running
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine import batch
+from engine.evaluate import find_ground_truth, is_ground_truth_name
+
+from .session import Observable
+
+NOT_RUN, RUNNING, DONE, FAILED = "not run", "running", "done", "failed"
+STATES = (NOT_RUN, RUNNING, DONE, FAILED)
+#: Image names that are ``tlseg`` outputs, not pages.
+OUTPUT_IMAGE_SUFFIXES = (".labels.png", ".overlay.png")
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    """One page: its image, output stem, ground truth, state and figures (None = unknown).
+    ``saved``: its outputs are in the document's output folder (shown without a run)."""
+
+    path: str
+    stem: str
+    gt_path: str | None = None
+    state: str = NOT_RUN
+    lines: int | None = None
+    seconds: float | None = None
+    fm: float | None = None
+    error: str = ""
+    saved: bool = False
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+
+class Document(Observable):
+    """The pages of a document and where their outputs go (``outdir``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages: list[PageEntry] = []
+        self.outdir: Path | None = None
+
+    def set_pages(self, pages: list[PageEntry], outdir: Path | None) -> None:
+        self.pages = list(pages)
+        self.outdir = outdir
+        self._notify("reset")
+
+    def index_of(self, path: str | None) -> int:
+        """The index of the page whose image is ``path`` (absolute), -1 if none."""
+        if path:
+            for i, page in enumerate(self.pages):
+                if page.path == path:
+                    return i
+        return -1
+
+    def update(self, index: int, **changes: Any) -> None:
+        """Change some fields of page ``index`` (unknown names raise TypeError)."""
+        if not 0 <= index < len(self.pages):
+            return
+        page = replace(self.pages[index], **changes)
+        if page != self.pages[index]:
+            self.pages[index] = page
+            self._notify("changed", index)
+
+
+# ---------------------------------------------------------------------------------- scanning
+def is_page_image(path: Path) -> bool:
+    """An image that is a page: not a ``tlseg`` output and not a ground-truth label map."""
+    name = path.name.lower()
+    return (batch.is_image(path) and not name.endswith(OUTPUT_IMAGE_SUFFIXES)
+            and not is_ground_truth_name(path))
+
+
+def results_folder(root: Path, specs: list[str]) -> Path:
+    """Where the window writes a document's outputs when no folder of outputs was opened:
+    one folder per set of inputs under ``root``, so that re-opening shows them again."""
+    key = hashlib.sha1("\n".join(sorted(os.path.abspath(s) for s in specs)).encode()).hexdigest()[:12]
+    first = Path(os.path.abspath(specs[0])) if specs else Path("pages")
+    return root / f"{first.name or 'pages'}-{key}"
+
+
+def _saved_entry(outdir: Path, stem: str, path: str, gt: Path | None) -> PageEntry:
+    """A page whose outputs are complete in ``outdir``: done, with its line count and time."""
+    meta = json.loads((outdir / f"{stem}.json").read_text(encoding="utf-8"))
+    seconds = (meta.get("timings") or {}).get("total")
+    return PageEntry(path, stem, None if gt is None else str(gt), DONE, int(meta.get("n_lines", 0)),
+                     None if seconds is None else float(seconds), saved=True)
+
+
+def _failures(outdir: Path) -> dict[str, str]:
+    """Stem -> error of the pages a ``tlseg`` run in ``outdir`` reported failed."""
+    report = outdir / batch.REPORT_NAME
+    out: dict[str, str] = {}
+    if report.is_file():
+        for line in report.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("status") == "failed":
+                out[str(row.get("stem"))] = str(row.get("error") or "failed")
+    return out
+
+
+def _output_stems(folder: Path) -> list[str]:
+    return sorted(p.name[: -len(".json")] for p in folder.glob("*.json")
+                  if batch.outputs_complete(folder, p.name[: -len(".json")]))
+
+
+def scan_document(specs: list[str], results_root: Path) -> tuple[list[PageEntry], Path, list[str]]:
+    """The pages of ``specs`` (files and folders), the output folder and warnings.
+
+    Page images are those :func:`engine.batch.discover_pages` finds, less ``tlseg`` outputs
+    and label maps.  A single folder holding ``tlseg`` outputs is its own output folder: its
+    finished pages are done (even those whose image is elsewhere or gone: then the page is
+    the overlay), the ones its report lists as failed are failed.  Otherwise the outputs go
+    to :func:`results_folder`.  Output stems are ``tlseg``'s (:func:`engine.batch.unique_stems`).
+    """
+    found, warnings = batch.discover_pages(specs)
+    images = [Path(os.path.abspath(p)) for p in found if not p.is_dir() and is_page_image(p)]
+    folder = Path(specs[0]) if len(specs) == 1 and Path(specs[0]).is_dir() else None
+    saved = _output_stems(folder) if folder is not None else []
+    outdir = folder.resolve() if saved else results_folder(results_root, specs)
+    failures = _failures(outdir) if outdir.is_dir() else {}
+    pages: list[PageEntry] = []
+    stems = batch.unique_stems(images)
+    for image, stem in zip(images, stems, strict=True):
+        gt = find_ground_truth(image)
+        if batch.outputs_complete(outdir, stem):
+            pages.append(_saved_entry(outdir, stem, str(image), gt))
+        else:
+            pages.append(PageEntry(str(image), stem, None if gt is None else str(gt),
+                                   FAILED if stem in failures else NOT_RUN, error=failures.get(stem, "")))
+    known = set(stems)
+    for stem in saved:  # outputs whose page image is not in the folder
+        if stem in known:
+            continue
+        meta = json.loads((outdir / f"{stem}.json").read_text(encoding="utf-8"))
+        if not is_page_image(Path(str(meta.get("image") or f"{stem}.png"))):
+            continue  # a label map segmented as if it were a page (tlseg on a folder of both)
+        image = next((Path(c) for c in (meta.get("source"), outdir / str(meta.get("image") or ""))
+                      if c and Path(c).is_file() and is_page_image(Path(c))), None)
+        if image is None:
+            warnings.append(f"{stem}: page image not found, showing its overlay")
+        page = str(image) if image is not None else str(outdir / f"{stem}.overlay.png")
+        pages.append(_saved_entry(outdir, stem, page, None if image is None else find_ground_truth(image)))
+    if not pages:
+        warnings.append("no pages in " + ", ".join(specs))
+    return pages, outdir, warnings
+
+
+def read_truth(gt_path: str, page_path: str, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """A ground truth as ``engine.evaluate`` scores result files: its label map and the pixels
+    scored (polygons are rasterised on the page's Otsu ink, threshold taken inside them)."""
+    from engine import groundtruth
+    from engine.evaluate import is_polygon_file, page_ink, polygon_truth_on_ink, scored_pixels
+
+    if is_polygon_file(Path(gt_path)):
+        labels, ink = polygon_truth_on_ink(gt_path, page_path, shape)
+        return labels, scored_pixels(labels, ink, True)
+    ink = page_ink(page_path)
+    labels = groundtruth.read_label_map(gt_path, shape, None)
+    return labels, scored_pixels(labels, ink, False)
+
+
+def saved_fm(outdir: Path, page: PageEntry) -> float | None:
+    """FM of a page's saved outputs against its ground truth (read and scored here); None
+    when either cannot be read (the page's FM stays unknown; opening it shows why)."""
+    from engine.export import read_outputs
+    from engine.metric import contest_metric
+
+    try:
+        labels = read_outputs(outdir, page.stem).seg.labels
+        truth, scored = read_truth(str(page.gt_path), page.path, labels.shape)
+    except (OSError, ValueError):
+        return None
+    return float(contest_metric(truth, labels, ink=scored).fm)
