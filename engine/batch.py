@@ -270,6 +270,7 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
         segment_fn = task.segment_fn
         if segment_fn is None:
             from .pipeline import segment as segment_fn
+        from .pipeline import preparation_summary as _summary
         say = progress or (lambda _msg: None)
         say("load")
         page = io.load_page(task.path, page_index=task.page_index)
@@ -299,6 +300,7 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
             "timings": timings,
             "iterations": int(getattr(snap, "iteration", 0)),
             "converged": bool(getattr(snap, "converged", False)),
+            "preparation": _summary(prep),
         }
         say("writing")
         export.write_outputs(task.outdir, task.stem, prep.gray, seg, Path(task.path).name, extra)

@@ -382,6 +382,18 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
     return out
 
 
+def area_outlines(mask: np.ndarray, tolerance: float = 2.0) -> list[np.ndarray]:
+    """Outer outlines of the regions of a bool ``(H, W)`` mask (e.g. the page area), each a
+    float ``(n, 2)`` polygon of (x, y) pixel corners, simplified to ``tolerance`` pixels."""
+    contours, _ = cv2.findContours(mask.view(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    out = []
+    for c in contours:
+        poly = cv2.approxPolyDP(c, tolerance, True).reshape(-1, 2)
+        if len(poly) >= 3:
+            out.append(poly.astype(np.float64))
+    return out
+
+
 def _crossed(rest: np.ndarray, before: tuple[np.ndarray, tuple[int, int]],
              after: tuple[np.ndarray, tuple[int, int]]) -> np.ndarray:
     """Pixels (uint8 0/1 ``(h, w)``) with ``rest`` ink within reach on both sides across a

@@ -15,6 +15,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,6 +94,24 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
         tick("merge_initial_lines")
     return prep
+
+
+def preparation_summary(prep: Preparation) -> dict[str, Any]:
+    """What stage 1-2 found on the page, for the JSON output and the window: the text scale
+    (``h_cc``, ``w_cc``, pixels), the page area (its share of the image and its outlines, (x, y)
+    pixel polygons), and the pixels kept out of the ink as not text and as faint."""
+    h, w = prep.shape
+    out: dict[str, Any] = {"h_cc": float(prep.stats.h_cc), "w_cc": float(prep.stats.w_cc),
+                           "ink_pixels": int(np.count_nonzero(prep.ink))}
+    area = prep.page_area
+    if area is not None and area.shape == (h, w):
+        out["page_area"] = {"fraction": round(float(np.count_nonzero(area)) / (h * w), 4),
+                            "outlines": [np.round(p, 1).tolist() for p in _ink.area_outlines(area)]}
+    if prep.non_text is not None and prep.non_text.shape == (h, w):
+        out["non_text_pixels"] = int(np.count_nonzero(prep.non_text))
+    if prep.faint is not None and prep.faint.shape == (h, w):
+        out["faint_pixels"] = int(np.count_nonzero(prep.faint))
+    return out
 
 
 def merge_initial_lines(prep: Preparation) -> LineSet:

@@ -22,7 +22,7 @@ from scipy import ndimage
 
 from engine import batch
 from engine.batch import OUTPUT_SUFFIXES, PageResult, discover_pages, run_batch, unique_stems
-from engine.model import LineSet, Region, Segmentation
+from engine.model import ComponentStats, LineSet, Region, Segmentation
 from engine.params import Parameters
 
 # --- the double -----------------------------------------------------------------------------
@@ -57,7 +57,9 @@ def fake_segment(page, params, progress=None):
                        regions=(Region(0, 0.0, (0, 0, w, h), 0),))
     say("EM iteration 1")
     say("labelling")
-    prep = SimpleNamespace(gray=page.gray, timings={"ink": 0.001})
+    prep = SimpleNamespace(gray=page.gray, timings={"ink": 0.001}, ink=ink, shape=ink.shape,
+                           stats=ComponentStats(h_cc=6.0, w_cc=float(w), n_components=n),
+                           page_area=None, non_text=None, faint=None)
     snap = SimpleNamespace(iteration=1, converged=True)
     return prep, snap, seg
 

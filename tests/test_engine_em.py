@@ -186,8 +186,6 @@ def test_every_ink_pixel_labelled(prep, snapshots):
 #: FM measured (seed 0, scale 1, default parameters) where it is under 0.95.
 # Known failures, measured; strict=False so that a fix shows up as XPASS.
 _FAILING = {
-    "two_columns": "FM 0.667 measured: the short first line of the left column responds under Otsu's "
-                   "level (blob_threshold=0.5 finds it, but costs real pages: cremma 001 1.0 -> 0.56)",
     "touching": "FM 0.0 measured: glyph bands (2.6 x-heights) wider than the pitch (2.2); H_cc 75 px "
                 "from touching chains, 3 initial lines",
 }

@@ -641,3 +641,29 @@ def test_screenshot_command(qtbot: object, tmp_path: Path, page_path: str) -> No
     assert main(["--screenshot", str(out), "--size", "1300x800", page_path]) == 0
     image = cv2.imread(str(out))
     assert image.shape[:2] == (800, 1300)
+
+
+def test_page_area_non_text_and_scale_are_shown(qtbot: object, window: MainWindow, tmp_path: Path,
+                                                 synthetic_page: object) -> None:
+    """Stage 1's findings are layers and a status field: on a page inside a dark surround the
+    page area's outline is drawn round the paper, the surround is non-text ink, and the
+    status bar gives the text height."""
+    page = synthetic_page.image
+    m = 120
+    framed = np.full((page.shape[0] + 2 * m, page.shape[1] + 2 * m), 40, np.uint8)
+    framed[m:-m, m:-m] = page
+    path = tmp_path / "framed.png"
+    cv2.imwrite(str(path), framed)
+    open_and_prepare(qtbot, window, str(path))
+    canvas = window.canvas
+    assert {"pagearea", "nontext"} <= set(canvas.layers)
+    xs, ys = canvas.page_area_item.getData()
+    assert len(xs) >= 8  # at least the four sides, as segment pairs
+    assert abs(np.min(xs) - m) <= 6 and abs(np.max(xs) - (m + page.shape[1])) <= 6
+    assert abs(np.min(ys) - m) <= 6 and abs(np.max(ys) - (m + page.shape[0])) <= 6
+    canvas.set_layer_visible("nontext", True)
+    shown = canvas.non_text_item.image
+    assert shown is not None and shown.max() == 255  # the surround
+    h_cc = window.session.prep.stats.h_cc
+    assert window.status_scale.text().startswith(f"H_cc {h_cc:.0f} px")
+    assert "page" in window.status_scale.text()

@@ -40,16 +40,18 @@ LINE_COLOURS = np.array([
 N_LEVELS = 64
 POSTERIOR_MODES = ("argmax", "selected", "entropy")
 
-LAYERS = ("page", "labels", "ink", "regions", "graph", "samples", "posterior", "initial",
-          "lines", "mismatch")
+LAYERS = ("page", "pagearea", "labels", "ink", "nontext", "regions", "graph", "samples", "posterior",
+          "initial", "lines", "mismatch")
 #: Layer -> (shown at start, opacity at start).
 LAYER_DEFAULTS: dict[str, tuple[bool, float]] = {
-    "page": (True, 1.0), "labels": (True, 0.55), "ink": (False, 0.6), "regions": (True, 0.8),
+    "page": (True, 1.0), "pagearea": (True, 0.9), "labels": (True, 0.55), "ink": (False, 0.6),
+    "nontext": (False, 0.7), "regions": (True, 0.8),
     "graph": (False, 0.5), "samples": (False, 0.8), "posterior": (True, 0.9),
     "initial": (True, 0.9), "lines": (True, 0.8), "mismatch": (True, 0.8),
 }
 LAYER_TITLES = {
-    "page": "Page", "labels": "Final labels", "ink": "Ink mask", "regions": "Text regions",
+    "page": "Page", "pagearea": "Page area", "labels": "Final labels", "ink": "Ink mask",
+    "nontext": "Non-text ink", "regions": "Text regions",
     "graph": "Delaunay graph", "samples": "Samples", "posterior": "Posterior",
     "initial": "Initial lines", "lines": "Lines + σt bands", "mismatch": "GT: unmatched lines",
 }
@@ -553,6 +555,15 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         ramp[:, 3] = np.arange(256)  # downsampled ink fades instead of disappearing
         self.ink_item.setLookupTable(ramp)
         self._add("ink", self.ink_item, 2)
+        # Rules, frames, stamps and the surround kept out of the ink: orange, like the ink red.
+        self.non_text_item = FastImageItem(autoDownsample=True)
+        ramp = np.zeros((256, 4), dtype=np.uint8)
+        ramp[:, 0], ramp[:, 1], ramp[:, 2] = 255, 150, 0
+        ramp[:, 3] = np.arange(256)
+        self.non_text_item.setLookupTable(ramp)
+        self._add("nontext", self.non_text_item, 2)
+        self.page_area_item = pg.PlotCurveItem(pen=pg.mkPen("#00c853", width=3))
+        self._add("pagearea", self.page_area_item, 3)
         self.region_item = pg.PlotCurveItem(pen=pg.mkPen("#ffd000", width=2, style=Qt.PenStyle.DashLine))
         self._add("regions", self.region_item, 3)
         # The graph (~150 k edges) strokes only the edges in view, thinned to a bound when
@@ -596,6 +607,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.layers["posterior"].refresh = self._draw_posterior
         self.layers["lines"].refresh = self._draw_lines
         self.layers["ink"].refresh = self._draw_ink
+        self.layers["nontext"].refresh = self._draw_non_text
         for layer in self.layers.values():
             layer.apply()
 
@@ -636,8 +648,9 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.page_item.set_pyramid(levels or [gray], levels=(0, 255))
             h, w = gray.shape[:2]
             self.view.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
-        for item in (self.labels_item, self.mismatch_item, self.ink_item):
+        for item in (self.labels_item, self.mismatch_item, self.ink_item, self.non_text_item):
             item.clear()
+        self.page_area_item.setData([], [])
         self.graph_item.set_edges(EdgeSegments.empty())
         self._different_mask = None
         self._static_edges = None
@@ -661,11 +674,13 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._static_edges = None
         segs = geometry.region_segments
         self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+        page = geometry.page_segments if geometry.page_segments is not None else np.zeros((0, 2, 2))
+        self.page_area_item.setData(page[..., 0].ravel(), page[..., 1].ravel(), connect="pairs")
         self.posterior_item.set_points(prep.samples, np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp))
         self._clear_lines()
         self.labels_item.clear()
         self.mismatch_item.clear()
-        for name in ("samples", "graph", "ink", "posterior"):
+        for name in ("samples", "graph", "ink", "nontext", "posterior"):
             self._update(name)
         self._warm_timer.start()
 
@@ -719,6 +734,13 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if pyramid is None or pyramid[0].shape != self.prep.ink.shape:
             pyramid = ink_pyramid(self.prep.ink)
         self.ink_item.set_pyramid(pyramid, levels=None)
+
+    def _draw_non_text(self) -> None:
+        pyramid = self.geometry.non_text_pyramid if self.geometry is not None else None
+        if self.prep is None or pyramid is None:
+            self.non_text_item.clear()
+            return
+        self.non_text_item.set_pyramid(pyramid, levels=None)
 
     def _draw_samples(self) -> None:
         if self.prep is None:

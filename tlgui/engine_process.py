@@ -464,7 +464,7 @@ def write_outputs(outputs: tuple[str, str, dict[str, Any]], path: str, prep: Pre
     timings["em_and_finish"] = run_s
     timings["total"] = sum(timings.values())
     meta = {**extra, "seed": prep.params.seed, "timings": timings, "iterations": int(last.iteration),
-            "converged": bool(last.converged)}
+            "converged": bool(last.converged), "preparation": pipeline.preparation_summary(prep)}
     export.write_outputs(outdir, stem, prep.gray, seg, Path(path).name, meta)
 
 

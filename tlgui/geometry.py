@@ -94,12 +94,30 @@ class PrepGeometry:
     region_segments: np.ndarray
     #: The ink mask as uint8 0/255, as an image pyramid (the ink layer shows it).
     ink_pyramid: list[np.ndarray] | None = None
+    #: The pixels kept out of the ink as not text (rules, frames, stamps, the surround), as
+    #: uint8 0/255 pyramid, and the page area's outlines as segment pairs ``(S, 2, 2)``.
+    non_text_pyramid: list[np.ndarray] | None = None
+    page_segments: np.ndarray | None = None
 
 
 def prep_geometry(prep: Preparation) -> PrepGeometry:
     cut = _edge_difference(prep.delaunay_edges, prep.edges)
     edges = EdgeSegments.from_rows(segment_rows(prep.samples, prep.edges), segment_rows(prep.samples, cut))
-    return PrepGeometry(edges, region_outlines(prep), ink_pyramid(prep.ink))
+    non_text = None if prep.non_text is None else ink_pyramid(prep.non_text)
+    return PrepGeometry(edges, region_outlines(prep), ink_pyramid(prep.ink), non_text,
+                        page_outline(prep))
+
+
+def page_outline(prep: Preparation) -> np.ndarray:
+    """The page area's outlines as segment pairs ``(S, 2, 2)`` (none when the page area is
+    the whole image: nothing to show)."""
+    from engine.ink import area_outlines
+
+    area = prep.page_area
+    if area is None or area.all():
+        return np.zeros((0, 2, 2))
+    segs = [np.stack([p, np.roll(p, -1, axis=0)], axis=1) for p in area_outlines(area)]
+    return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
 
 
 def ink_pyramid(ink: np.ndarray) -> list[np.ndarray]:

@@ -127,6 +127,15 @@ def results_dir() -> Path:
     return Path(app_settings().fileName()).resolve().parent / "tlgui-results"
 
 
+
+def scale_text(prep: Any) -> str:
+    """The status bar's scale field: ``H_cc 38 px · W_cc 90 px · page 78 %``."""
+    text = f"H_cc {prep.stats.h_cc:.0f} px · W_cc {prep.stats.w_cc:.0f} px"
+    area = getattr(prep, "page_area", None)
+    if area is not None and area.size:
+        text += f" · page {100.0 * np.count_nonzero(area) / area.size:.0f} %"
+    return text
+
 class Banner(QWidget):
     """A dismissable message strip above the canvas: errors never pop up modal dialogs."""
 
@@ -473,7 +482,14 @@ class MainWindow(QMainWindow):
         self.status_iter = QLabel("")
         self.status_lines = QLabel("")
         self.status_elapsed = QLabel("")
-        for w in (self.status_stage, self.status_iter, self.status_lines, self.status_elapsed):
+        # The page's text scale and page area (stage 1-2): every size of the method hangs on
+        # H_cc, so a wrong one (specks, rules) is the first thing to see.
+        self.status_scale = QLabel("")
+        self.status_scale.setToolTip("H_cc, W_cc: the text's height and width (pixels) that scale "
+                                     "every size parameter; page: the share of the image found "
+                                     "to be the page (layer 'Page area')")
+        for w in (self.status_stage, self.status_scale, self.status_iter, self.status_lines,
+                  self.status_elapsed):
             w.setMinimumWidth(110)
             self.statusBar().addPermanentWidget(w)
 
@@ -928,6 +944,7 @@ class MainWindow(QMainWindow):
         self.param_panel.prepared_with = prep.params
         self.param_panel.show_status()
         self.canvas.set_prep(prep, geometry)
+        self.status_scale.setText(scale_text(prep))
         if not self.edits.edited:
             self.edits.reset_to(prep.initial_lines.segments(), self.session.path)
         else:
