@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from .arrays import nonzero_index
-from .components import weighted_median
+from .components import solid_bars, weighted_median
 from .model import Page
 from .params import Parameters
 
@@ -221,11 +221,15 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
             # frame, a fold or the page's edge. Strip its long straight strokes and give the
             # pieces left the same test, instead of losing every word attached to the stroke.
             h_text = text_height(stats[np.concatenate([[True], keep[1:]])], gray.shape)
-            strokes = _strip_long_strokes(labels, stats, dropped, max(h_text, 8.0))
+            strokes, bands = _strip_long_strokes(labels, stats, dropped, max(h_text, 8.0))
             if strokes.any():
                 ink = (labels > 0) & ~strokes
                 labels, stats = label_components(ink)
                 keep = _non_text_keep(stats, gray.shape)
+                # What is left of a border or band drawn thick (a mourning envelope's black
+                # edge, a printed band: poilus AN_0305-1) is no rule to strip but no text
+                # either: a piece on such a band stays out, with any word touching it.
+                keep[np.unique(labels[bands])] = False
     non_text = (labels > 0) & ~keep[labels]
     if strokes is not None:
         non_text |= strokes
@@ -331,17 +335,20 @@ def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:
 
 
 def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.ndarray,
-                        h_text: float) -> np.ndarray:
+                        h_text: float) -> tuple[np.ndarray, np.ndarray]:
     """Pixels of ``components`` (label values) on long straight near-horizontal or
     near-vertical strokes, bool ``(H, W)``: rules, frame sides, folds, page edges.
 
     A stroke is long when it runs straight for ``LONG_STROKE`` x the text height: longer
     than any stroke of a handwritten letter or a word's connecting stroke (a t-bar is about
     one text height). The mask is first dilated across the stroke by ``STROKE_WOBBLE`` x
-    the text height, so that a hand-drawn or slightly skewed rule still counts as straight."""
+    the text height, so that a hand-drawn or slightly skewed rule still counts as straight.
+    Returns those pixels and, apart, the straight runs thicker than half a text height (bands,
+    filled blobs), which are not stripped."""
     length = max(int(round(LONG_STROKE * h_text)), 15)
     wobble = max(int(round(STROKE_WOBBLE * h_text)), 1)
     out = np.zeros(labels.shape, bool)
+    thick_out = np.zeros(labels.shape, bool)
     horizontal = cv2.getStructuringElement(cv2.MORPH_RECT, (length, 1))
     vertical = cv2.getStructuringElement(cv2.MORPH_RECT, (1, length))
     across_h = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * wobble + 1))
@@ -363,11 +370,16 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
         crop = labels[y:y + h, x:x + w] == c
         mask = crop.view(np.uint8)
         lines = np.zeros_like(mask)
+        bands = np.zeros_like(mask)
         if w >= length:
             found = cv2.morphologyEx(cv2.dilate(mask, across_h), cv2.MORPH_OPEN, horizontal) & mask
             # A stroke is thin: where the straight run is thicker than half a text height it
             # is a filled blob (a seal, a shadow), not a rule.
             found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thick_v)
+            # A band: ink that runs unbroken for the whole length, half a text height thick
+            # (writing never does: its rows break between letters).
+            bands |= cv2.morphologyEx(cv2.morphologyEx(mask, cv2.MORPH_OPEN, horizontal),
+                                      cv2.MORPH_OPEN, thick_v)
             # Where a letter's stroke crosses the rule, the rule's pixels are the stroke's too:
             # keep those whose column has other ink both above and below (a descender that
             # crosses a rule stays one stroke). Ink on one side only is a letter sitting on
@@ -377,9 +389,12 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
         if h >= length:
             found = cv2.morphologyEx(cv2.dilate(mask, across_v), cv2.MORPH_OPEN, vertical) & mask
             found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thick_h)
+            bands |= cv2.morphologyEx(cv2.morphologyEx(mask, cv2.MORPH_OPEN, vertical),
+                                      cv2.MORPH_OPEN, thick_h)
             lines |= found & ~_crossed(mask & ~found, cross_left, cross_right)
         out[y:y + h, x:x + w] |= crop & (lines > 0)
-    return out
+        thick_out[y:y + h, x:x + w] |= crop & (bands > 0)
+    return out, thick_out
 
 
 def area_outlines(mask: np.ndarray, tolerance: float = 2.0) -> list[np.ndarray]:
@@ -404,7 +419,8 @@ def _crossed(rest: np.ndarray, before: tuple[np.ndarray, tuple[int, int]],
 def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Which components ``(n+1,)`` can be text (entry 0, the background, False): not page
     borders and scanner edges (touching the image border and over a tenth of the page long),
-    not blobs taller than ten text heights (frames, rulers, shadows). Photos of pages
+    not blobs taller than ten text heights (frames, rulers, shadows), not solid bars longer
+    than ``LONG_STROKE`` text heights. Photos of pages
     (CREMMA) carry such dark backgrounds."""
     h, w = shape
     s = stats[1:]
@@ -412,4 +428,10 @@ def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     touches = (s[:, 0] == 0) | (s[:, 1] == 0) | (s[:, 0] + s[:, 2] >= w) | (s[:, 1] + s[:, 3] >= h)
     border = touches & ((s[:, 2] > w / 10) | (s[:, 3] > h / 10))
     huge = (s[:, 3] > 10 * max(h_text, 4.0)) | (s[:, 3] > h / 3) | (s[:, 2] > w / 1.5)
-    return np.concatenate([[False], ~(border | huge)])
+    # A solid bar longer than any stroke of handwriting: a rule, a printed band or border
+    # (what is left of a frame once its thin strokes are stripped), a mourning envelope's
+    # black edge (poilus AN_0305-1). An underline goes too, and comes back to its line with
+    # the final labels (label_non_text).
+    bars = solid_bars(s[:, 2], s[:, 3], s[:, 4], upright=True) & (
+        np.maximum(s[:, 2], s[:, 3]) > LONG_STROKE * max(h_text, 4.0))
+    return np.concatenate([[False], ~(border | huge | bars)])

@@ -21,7 +21,7 @@ def _rule_with(extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ink[60:63, 10:390] = True
     labels, stats = label_components(ink)
     assert labels.max() == 1
-    return _strip_long_strokes(labels, stats, np.array([1]), H_TEXT), labels
+    return _strip_long_strokes(labels, stats, np.array([1]), H_TEXT)[0], labels
 
 
 def test_a_stroke_crossing_a_rule_keeps_its_pixels_on_the_rule() -> None:
@@ -43,6 +43,16 @@ def test_ink_on_one_side_of_a_rule_does_not_keep_the_rule() -> None:
     assert stripped[60:63, 100:104].all() and stripped[60:63, 300:304].all()
     # The letters themselves stay, but for the rows the rule's allowed wobble (2 px) takes.
     assert not stripped[35:58, 100:104].any() and not stripped[65:100, 300:304].any()
+
+
+def test_a_thick_band_is_not_stripped_but_reported() -> None:
+    extra = np.zeros((120, 400), bool)
+    extra[80:100, 10:390] = True  # a band 20 px thick (two thirds of a text height)
+    extra[63:80, 200:203] = True  # joined to the rule
+    labels, stats = label_components(extra | _rule_with(np.zeros_like(extra))[1].astype(bool))
+    thin, bands = _strip_long_strokes(labels, stats, np.array([1]), H_TEXT)
+    assert bands[80:100, 20:380].all() and not thin[80:100].any()
+    assert thin[60:63, 20:190].all() and not bands[60:63].any()
 
 
 def test_solid_bars_are_told_from_letters() -> None:
