@@ -16,15 +16,12 @@ FLAT_ASPECT = 3.0
 SOLID_BAR = 0.6
 
 
-def solid_bars(widths: np.ndarray, heights: np.ndarray, areas: np.ndarray, upright: bool = False
-               ) -> np.ndarray:
+def solid_bars(widths: np.ndarray, heights: np.ndarray, areas: np.ndarray) -> np.ndarray:
     """Which components (bool ``(n,)``, from their box sizes and pixel counts, pixels) are
     solid bars: ``FLAT_ASPECT`` times as wide as tall and filling ``SOLID_BAR`` of their box
-    (a rule's dash, a hyphen, an underline). They say nothing of the writing's size.
-    ``upright``: bars standing on end count too (``FLAT_ASPECT`` times as tall as wide)."""
+    (a rule's dash, a hyphen, an underline). They say nothing of the writing's size."""
     widths, heights = np.asarray(widths, float), np.asarray(heights, float)
-    long, short = (np.maximum(widths, heights), np.minimum(widths, heights)) if upright else (widths, heights)
-    return (long >= FLAT_ASPECT * short) & (np.asarray(areas, float) >= SOLID_BAR * widths * heights)
+    return (widths >= FLAT_ASPECT * heights) & (np.asarray(areas, float) >= SOLID_BAR * widths * heights)
 
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:

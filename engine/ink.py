@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 
 from .arrays import nonzero_index
-from .components import solid_bars, weighted_median
+from .components import weighted_median
 from .model import Page
 from .params import Parameters
 
@@ -419,8 +419,7 @@ def _crossed(rest: np.ndarray, before: tuple[np.ndarray, tuple[int, int]],
 def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """Which components ``(n+1,)`` can be text (entry 0, the background, False): not page
     borders and scanner edges (touching the image border and over a tenth of the page long),
-    not blobs taller than ten text heights (frames, rulers, shadows), not solid bars longer
-    than ``LONG_STROKE`` text heights. Photos of pages
+    not blobs taller than ten text heights (frames, rulers, shadows). Photos of pages
     (CREMMA) carry such dark backgrounds."""
     h, w = shape
     s = stats[1:]
@@ -428,10 +427,4 @@ def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     touches = (s[:, 0] == 0) | (s[:, 1] == 0) | (s[:, 0] + s[:, 2] >= w) | (s[:, 1] + s[:, 3] >= h)
     border = touches & ((s[:, 2] > w / 10) | (s[:, 3] > h / 10))
     huge = (s[:, 3] > 10 * max(h_text, 4.0)) | (s[:, 3] > h / 3) | (s[:, 2] > w / 1.5)
-    # A solid bar longer than any stroke of handwriting: a rule, a printed band or border
-    # (what is left of a frame once its thin strokes are stripped), a mourning envelope's
-    # black edge (poilus AN_0305-1). An underline goes too, and comes back to its line with
-    # the final labels (label_non_text).
-    bars = solid_bars(s[:, 2], s[:, 3], s[:, 4], upright=True) & (
-        np.maximum(s[:, 2], s[:, 3]) > LONG_STROKE * max(h_text, 4.0))
-    return np.concatenate([[False], ~(border | huge | bars)])
+    return np.concatenate([[False], ~(border | huge)])
