@@ -139,6 +139,19 @@ def spread(rgb: np.ndarray, gt: np.ndarray, other: np.ndarray, other_gt: np.ndar
     return dark_surround(img, labels)
 
 
+def scanned(variant: str, rgb: np.ndarray, gt: np.ndarray, h_text: float,
+            other: np.ndarray | None = None, other_gt: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The page (colour ``(H, W, 3)``) and its truth as scanned badly: ``variant`` names one
+    of the functions above (``spread`` needs the ``other`` page)."""
+    if variant == "stamp":
+        return stamped(rgb, gt, h_text)
+    if variant == "spread":
+        return spread(rgb, gt, other, other_gt)
+    return {"surround": dark_surround, "ruled": ruled, "dashed": dashed, "framed": framed,
+            "blurred": blurred}[variant](rgb, gt)
+
+
 def run(tmp_path: Path, name: str, rgb: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
     """Segment the page written as a colour PNG; returns (H_cc, FM on the truth's ink). Stamped
     pages are told apart by colour, which is a switch (off by default: see Parameters)."""
@@ -186,20 +199,7 @@ def test_synthetic_page_scanned_badly_segments_like_the_clean_one(tmp_path, synt
     rgb, gt, other, other_gt = synthetic
     h0, fm0 = run(tmp_path, "clean", rgb, gt)
     assert fm0 >= 0.9  # the clean page itself is segmented well
-    if variant == "surround":
-        img, truth = dark_surround(rgb, gt)
-    elif variant == "ruled":
-        img, truth = ruled(rgb, gt)
-    elif variant == "dashed":
-        img, truth = dashed(rgb, gt)
-    elif variant == "framed":
-        img, truth = framed(rgb, gt)
-    elif variant == "blurred":
-        img, truth = blurred(rgb, gt)
-    elif variant == "stamp":
-        img, truth = stamped(rgb, gt, h0)
-    else:
-        img, truth = spread(rgb, gt, other, other_gt)
+    img, truth = scanned(variant, rgb, gt, h0, other, other_gt)
     h1, fm1 = run(tmp_path, variant, img, truth)
     assert abs(h1 - h0) <= 0.1 * h0, (variant, h0, h1)
     assert fm1 >= fm0 - 0.03, (variant, fm0, fm1)
@@ -222,14 +222,7 @@ def sample_clean(tmp_path_factory) -> tuple[np.ndarray, np.ndarray, float, float
 @pytest.mark.parametrize("variant", ["surround", RULED, DASHED, "stamp"])
 def test_sample_page_scanned_badly_segments_like_the_clean_one(tmp_path, sample_clean, variant) -> None:
     rgb, gt, h0, fm0 = sample_clean
-    if variant == "surround":
-        img, truth = dark_surround(rgb, gt)
-    elif variant == "ruled":
-        img, truth = ruled(rgb, gt)
-    elif variant == "dashed":
-        img, truth = dashed(rgb, gt)
-    else:
-        img, truth = stamped(rgb, gt, h0)
+    img, truth = scanned(variant, rgb, gt, h0)
     h1, fm1 = run(tmp_path, variant, img, truth)
     assert abs(h1 - h0) <= 0.1 * h0, (variant, h0, h1)
     assert fm1 >= fm0 - 0.03, (variant, fm0, fm1)
