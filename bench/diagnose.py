@@ -23,7 +23,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from engine.cli import parse_set  # noqa: E402
-from engine.evaluate import polygon_truth_on_ink  # noqa: E402
+from engine.evaluate import polygon_label_map, polygon_truth_on_ink  # noqa: E402
 from engine.export import colour_labels, write_png  # noqa: E402
 from engine.groundtruth import read_label_map  # noqa: E402
 from engine.metric import contest_metric  # noqa: E402
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     right[seg.labels == 0] = (prep.gray[seg.labels == 0] // 2 + 127)[:, None]
     if args.gt:
         if args.gt.lower().endswith(".xml"):
-            filled = read_label_map(args.gt, (h, w))
+            filled = polygon_label_map(args.gt, args.page, (h, w))
             gt, ink = polygon_truth_on_ink(args.gt, args.page)
             score = contest_metric(gt, seg.labels, gt > 0, 0.95)
             print(f"FM {score.fm:.3f} (N {score.n}, M {score.m}, o2o {score.o2o})")

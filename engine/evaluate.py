@@ -213,22 +213,29 @@ def _otsu_ink(page: Page, within: np.ndarray | None) -> np.ndarray:
     return gray <= threshold_otsu(values)
 
 
-def polygon_truth_on_ink(gt_path: str | os.PathLike, image: str | os.PathLike,
-                         shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Polygon ground truth (PAGE/ALTO) as a label map of its ink pixels, and that ink: the
-    page's Otsu ink with the threshold taken inside the polygons (:func:`page_ink`)."""
-    page = load_page(image)
-    shape = page.gray.shape if shape is None else shape
+def polygon_label_map(gt_path: str | os.PathLike, image: str | os.PathLike,
+                      shape: tuple[int, int]) -> np.ndarray:
+    """Polygon ground truth (PAGE/ALTO) rasterised on the page as shown, int32 ``shape``
+    (every pixel inside a line's polygon, ink or not)."""
     orientation = exif_orientation(image)
     try:
-        filled = _gt.read_label_map(gt_path, shape)
+        return _gt.read_label_map(gt_path, shape)
     except _gt.GroundTruthError:
         if orientation < 5:
             raise
         # Polygons drawn on the stored pixels of a page that EXIF turns by 90 degrees (tools
         # that ignore the tag): rasterise them there, then turn them with the page.
         stored = (shape[1], shape[0])
-        filled = orient_like_exif(_gt.read_label_map(gt_path, stored), orientation)
+        return orient_like_exif(_gt.read_label_map(gt_path, stored), orientation)
+
+
+def polygon_truth_on_ink(gt_path: str | os.PathLike, image: str | os.PathLike,
+                         shape: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Polygon ground truth (PAGE/ALTO) as a label map of its ink pixels, and that ink: the
+    page's Otsu ink with the threshold taken inside the polygons (:func:`page_ink`)."""
+    page = load_page(image)
+    shape = page.gray.shape if shape is None else shape
+    filled = polygon_label_map(gt_path, image, shape)
     ink = _otsu_ink(page, filled > 0)
     return np.where(ink, filled, 0).astype(np.int32), ink
 
