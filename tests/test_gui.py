@@ -26,7 +26,7 @@ from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
 from tlgui.session import EditModel, lines_table
 from tlgui.window import MainWindow, app_settings
-from tlgui.worker import EngineProcess, Job, RunControl
+from tlgui.worker import RUN, EngineProcess, Job, RunControl
 
 
 @pytest.fixture(scope="module")
@@ -641,3 +641,32 @@ def test_screenshot_command(qtbot: object, tmp_path: Path, page_path: str) -> No
     assert main(["--screenshot", str(out), "--size", "1300x800", page_path]) == 0
     image = cv2.imread(str(out))
     assert image.shape[:2] == (800, 1300)
+
+
+def test_quiet_job_sends_only_its_result_and_keeps_the_shown_pages_preparation(
+        tmp_path: Path, page_path: str, synthetic_page: object) -> None:
+    """A background page (``Job.quiet``) sends no preparation and no snapshot back, writes
+    its outputs, and leaves the preparation the process keeps for the shown page: a run of
+    the shown page after it still reuses that preparation (without sending it again)."""
+    other = tmp_path / "other.png"
+    cv2.imwrite(str(other), make_page("skewed", seed=3).image)
+    params = Parameters().replace(max_em_iterations=4)
+    engine = EngineProcess()
+    try:
+        shown: list[tuple] = []
+        assert engine.run(Job(1, page_path, params, RunControl(), em=False), shown.append) == "finished"
+        prep = next(m[3] for m in shown if m[0] == "prepared")
+        quiet: list[tuple] = []
+        control = RunControl()
+        control.set_mode(RUN)
+        job = Job(2, str(other), params, control, None, None, True, (str(tmp_path / "out"), "other", {}), quiet=True)
+        assert engine.run(job, quiet.append) == "finished"
+        assert {m[0] for m in quiet} == {"stage", "finished"}
+        assert (tmp_path / "out" / "other.json").exists()
+        again: list[tuple] = []
+        control = RunControl()
+        control.set_mode(RUN)
+        assert engine.run(Job(3, page_path, params, control, prep), again.append) == "finished", again
+        assert not any(m[0] == "prepared" for m in again) and any(m[0] == "snapshot" for m in again)
+    finally:
+        engine.close()
