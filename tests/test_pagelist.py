@@ -288,10 +288,10 @@ def test_page_list_observes_the_document_and_keeps_its_sort(qtbot: object) -> No
 
 def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
         qtbot: object, window: MainWindow, tmp_path: Path, pages: list[object]) -> None:
-    """Picking a page does not stop "Run all": the other pages run quietly in the engine
-    process (no snapshot, no preparation sent back) while the user edits a page; a page the
-    user opens while it runs in the background is drawn when it finishes; the GUI thread's
-    gaps stay under 100 ms throughout."""
+    """Picking a page does not stop "Run all": the page left runs on in the background, the
+    others run quietly in the engine process (no snapshot, no preparation sent back) while
+    the user edits a page; a page the user opens while it runs in the background is drawn
+    when it finishes; the GUI thread's gaps stay under 100 ms throughout."""
     folder = tmp_path / "book"
     write_folder(folder, pages, truth=True)
     open_document(qtbot, window, [folder])
@@ -303,29 +303,29 @@ def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
     probe.start()
     window.run_all()
     assert sent[-1].path == docs[0].path and not sent[-1].quiet  # the shown page, drawn as it runs
-    window.go_to_page(1)  # cancels page 0's run, which goes back into the queue
-    assert window._run_queue is not None and window._run_queue[0] == 0
-    qtbot.waitUntil(lambda: window._bg_job is not None and window.session.prep is not None
-                    and window.session.path == docs[1].path, timeout=30_000)
-    assert window._bg_job.path == docs[0].path and window._bg_job.quiet
-    assert window.document.pages[0].state == "running" and window.buttons["stop"].isEnabled()
-    window.editor.delete(0)  # the user edits page 1 while page 0 runs
+    window.go_to_page(2)  # page 0 runs on, in the background
+    assert window._run_queue == [1, 2] and window._bg_job is sent[-1] and window.job is None
+    assert window.buttons["stop"].isEnabled()
+    qtbot.waitUntil(lambda: window._bg_job is not None and window._bg_job.quiet
+                    and window.session.prep is not None and window.session.path == docs[2].path, timeout=30_000)
+    assert window._bg_job.path == docs[1].path and window.document.pages[1].state == "running"
+    assert window.document.pages[0].state == DONE  # page 0 finished in the background
+    window.editor.delete(0)  # the user edits page 2 while page 1 runs
     edited = window.edits.segments.copy()
-    window.go_to_page(0)  # the page running in the background
+    window.go_to_page(1)  # the page running in the background
     qtbot.waitUntil(lambda: window._run_queue is None and not window.is_busy()
                     and all(p.state == DONE for p in window.document.pages), timeout=120_000)
     probe.stop()
     assert not blocked(probe), (blocked(probe), sorted(window.slow_handlers, key=lambda h: -h[2])[:5])
-    # Page 0 finished in the background while shown: its result is drawn.
+    # Page 1 finished in the background while shown: its result is drawn.
     qtbot.waitUntil(lambda: window.session.segmentation is not None and window.settled(), timeout=30_000)
-    assert window.session.path == docs[0].path and window.canvas.labels_item.image is not None
+    assert window.session.path == docs[1].path and window.canvas.labels_item.image is not None
     np.testing.assert_array_equal(window.session.segmentation.labels,
-                                  read_outputs(window.document.outdir, "page0").seg.labels)
+                                  read_outputs(window.document.outdir, "page1").seg.labels)
     quiet = [job for job in sent if job.quiet]
-    assert sorted(job.path for job in quiet) == sorted(p.path for p in docs)
-    # Page 1 ran in the background from the user's edited lines.
-    (page1_job,) = [job for job in quiet if job.path == docs[1].path]
-    np.testing.assert_allclose(page1_job.segments, edited, atol=1e-3)
+    assert sorted(job.path for job in quiet) == [docs[1].path, docs[2].path]
+    # Page 2 ran in the background from the user's edited lines.
+    np.testing.assert_allclose(quiet[-1].segments, edited, atol=1e-3)
     docs = window.document.pages
     assert all(p.lines and p.seconds and p.saved for p in docs)
     assert [row[1] for row in row_texts(window)] == [DONE] * 3

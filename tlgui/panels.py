@@ -423,6 +423,18 @@ class DecadeAxis(pg.AxisItem):
         return [log_tick_label(v + shift) for v in values]
 
 
+class IntegerAxis(pg.AxisItem):
+    """A linear axis of counts: ticks at whole numbers only (pyqtgraph labelled a line count
+    44.6, 44.8, ... when it stayed at 45)."""
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:
+        levels = [(spacing, [v for v in values if float(v).is_integer()])
+                  for spacing, values in super().tickValues(minVal, maxVal, size) if spacing >= 1]
+        levels = [(spacing, values) for spacing, values in levels if values]
+        if levels or not (isfinite(minVal) and isfinite(maxVal)):
+            return levels
+        return [(1.0, [float(v) for v in range(ceil(min(minVal, maxVal)), floor(max(minVal, maxVal)) + 1)])]
+
 
 class PlotsPanel(QWidget):
     """KL change, line count, θ0 θ1 θ2 and log-likelihood over the run, with a marker at the
@@ -443,7 +455,8 @@ class PlotsPanel(QWidget):
             "loglik": ("log-likelihood", [("ll", "#90caf9")]),
         }
         for key, (title, curves) in specs.items():
-            axes = {"left": DecadeAxis("left")} if key == "kl" else None
+            axes = {"left": DecadeAxis("left")} if key == "kl" else \
+                {"left": IntegerAxis("left")} if key == "lines" else None
             plot = pg.PlotWidget(title=title, axisItems=axes)
             plot.setMinimumHeight(120)
             plot.showGrid(x=True, y=True, alpha=0.2)

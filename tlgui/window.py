@@ -562,9 +562,7 @@ class MainWindow(QMainWindow):
         """Load a page (off the GUI thread); the current run, if any, is cancelled.  With
         ``saved`` (output folder, stem) its ``tlseg`` outputs are shown, and nothing runs."""
         path = os.path.abspath(path)
-        running = self.document.index_of(self.job.path) if self.job is not None and self.job.em else -1
-        if running >= 0 and self._run_queue is not None and running not in self._run_queue:
-            self._run_queue.insert(0, running)  # "Run all" runs it again, later
+        self._leave_running_page()
         self._cancel_job()
         if not self.banner.sticky:
             self.banner.hide()
@@ -793,7 +791,9 @@ class MainWindow(QMainWindow):
             self._update_buttons()
             return
         index = self._run_queue.pop(0)
-        self.statusBar().showMessage(f"Run all: {len(self._run_queue) + 1} pages to go.")
+        done = sum(p.state == DONE for p in self.document.pages)
+        self.statusBar().showMessage(f"Run all: running {self.document.pages[index].name} "
+                                     f"({done} of {len(self.document.pages)} pages done)")
         if index == self.current_index() and self.session.prep is not None \
                 and not self.param_panel.needs_preparation():
             self.run()  # the shown, prepared page runs as it is, drawn as it goes
@@ -812,6 +812,20 @@ class MainWindow(QMainWindow):
         self._jobs_in_flight += 1
         self.runJob.emit(self._bg_job)
         self._update_buttons()
+
+    def _leave_running_page(self) -> None:
+        """The user leaves a page that runs while "Run all" is on: a document page running
+        (not paused or stepping) runs on as the background page; another is cancelled and
+        queued again."""
+        if self.job is None or not self.job.em or self._run_queue is None:
+            return
+        index = self.document.index_of(self.job.path)
+        if self._bg_job is None and self.job.outputs is not None and self.job.control.mode == RUN:
+            self._bg_job, self._bg_started = self.job, self._job_started
+            self._bg_result, self._bg_failure = None, ""
+            self.job = None  # its snapshots are no longer drawn; its result fills its row
+        elif index >= 0 and index not in self._run_queue:
+            self._run_queue.insert(0, index)
 
     def _stop_run_all(self) -> None:
         if self._run_queue is not None or self._bg_job is not None:
