@@ -238,8 +238,10 @@ def test_command_line_and_drops_open_folders_and_pages(
     window.open_paths([str(paths[0])])
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
     assert window.document.pages == []
+    assert not window.pages_dock.isVisible()  # one page: the room stays the parameters'
     window.open_paths([str(p) for p in reversed(paths)])
     qtbot.waitUntil(lambda: len(window.document.pages) == 2 and not window.is_busy(), timeout=30_000)
+    assert window.pages_dock.isVisible()
     assert [p.name for p in window.document.pages] == ["page1.png", "page0.png"]
     assert window.session.path == str(paths[1])
 

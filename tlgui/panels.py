@@ -72,6 +72,7 @@ class LayerPanel(QWidget):
         self.mode.currentIndexChanged.connect(self._on_mode)
         grid.addWidget(QLabel("Posterior shows"), len(LAYERS), 0)
         grid.addWidget(self.mode, len(LAYERS) + 1, 0, 1, 2)
+        grid.setRowStretch(len(LAYERS) + 2, 1)  # spare height below the rows, not between them
 
     def _on_toggled(self, checked: bool) -> None:
         name = self.sender().objectName().removeprefix("layer-")

@@ -341,6 +341,7 @@ class MainWindow(QMainWindow):
         dock.setWidget(self.page_list)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         self.resizeDocks([dock], [300], Qt.Orientation.Horizontal)  # every column in view
+        dock.hide()  # shown when a document opens: a single page leaves the room to the parameters
         self.pages_dock = dock
 
         dock = QDockWidget("Lines · Ground truth", self)
