@@ -162,6 +162,7 @@ def test_tlseg_outputs_open_without_running(
     np.testing.assert_array_equal(window.session.segmentation.labels, saved.seg.labels)
     assert window.canvas.labels_item.image is not None
     assert window.line_table.table_model.rowCount() == len(saved.seg.lines)
+    assert window.plots.note.isVisible() and "saved result" in window.plots.note.text()  # empty plots say why
     window.export("page_xml", str(tmp_path / "again.xml"))  # a saved result exports as a run one
     qtbot.waitUntil(lambda: (tmp_path / "again.xml").exists() and not window.is_busy(), timeout=10_000)
     assert validate_page_xml(tmp_path / "again.xml") == [] and not window.banner.error()

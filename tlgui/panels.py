@@ -482,6 +482,30 @@ class PlotsPanel(QWidget):
             plot.disableAutoRange()
         self.ranges: dict[str, tuple[float, float, float, float]] = {}
         self.reset_ranges()
+        #: A message over the plots when they have nothing to show (a saved result).
+        self.note = QLabel(self)
+        self.note.setObjectName("plots-note")
+        self.note.setStyleSheet("color: #eeeeee; background: rgba(0, 0, 0, 170); padding: 6px;")
+        self.note.hide()
+
+    def show_note(self, text: str | None) -> None:
+        """Show ``text`` over the middle of the plots (None: no message)."""
+        if not text:
+            self.note.hide()
+            return
+        self.note.setText(text)
+        self.note.adjustSize()
+        self._place_note()
+        self.note.show()
+        self.note.raise_()
+
+    def _place_note(self) -> None:
+        self.note.move(max(0, (self.width() - self.note.width()) // 2),
+                       max(0, (self.height() - self.note.height()) // 2))
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._place_note()
 
     #: What each plot shows: series name and, for theta, its column.
     SOURCES: dict[str, list[tuple[str, int | None]]] = {

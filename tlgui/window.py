@@ -622,6 +622,7 @@ class MainWindow(QMainWindow):
             self.canvas.set_labels(overlay)
             iterations = f", {meta['iterations']} EM iterations" if "iterations" in meta else ""
             self._set_stage(f"saved result: {len(seg.lines)} lines{iterations}")
+            self.plots.show_note("A saved result: its EM iterations are not kept. Run shows them again.")
             self._update_buttons()
             pending, self._em_after_prep = self._em_after_prep, None
             if pending is not None:
@@ -868,6 +869,8 @@ class MainWindow(QMainWindow):
             self.session.set_finished(seg, rgba)
             self.canvas.set_labels(rgba)
         self._set_stage(f"finished in the background: {len(seg.lines)} lines")
+        if not self.session.snapshots:
+            self.plots.show_note("Run in the background: its EM iterations are not kept. Run shows them.")
         if self.gt_labels is not None:
             self._score_ground_truth()
 
@@ -1135,6 +1138,7 @@ class MainWindow(QMainWindow):
         self._draw_pending = True
 
     def _on_session_cleared(self) -> None:
+        self.plots.show_note(None)
         self._draw_pending = True
         self._series_pending = True
         self.plots.reset_ranges()
