@@ -313,6 +313,7 @@ def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
                     and window.session.prep is not None and window.session.path == docs[2].path, timeout=30_000)
     assert window._bg_job.path == docs[1].path and window.document.pages[1].state == "running"
     assert window.document.pages[0].state == DONE  # page 0 finished in the background
+    assert window.statusBar().currentMessage() == "Run all: 1 of 3 pages done; running page1.png"
     window.editor.delete(0)  # the user edits page 2 while page 1 runs
     edited = window.edits.segments.copy()
     window.go_to_page(1)  # the page running in the background

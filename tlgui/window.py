@@ -793,12 +793,10 @@ class MainWindow(QMainWindow):
             self._update_buttons()
             return
         index = self._run_queue.pop(0)
-        done = sum(p.state == DONE for p in self.document.pages)
-        self.statusBar().showMessage(f"Run all: running {self.document.pages[index].name} "
-                                     f"({done} of {len(self.document.pages)} pages done)")
         if index == self.current_index() and self.session.prep is not None \
                 and not self.param_panel.needs_preparation():
             self.run()  # the shown, prepared page runs as it is, drawn as it goes
+            self._show_run_all_progress()
             return
         page = self.document.pages[index]
         params = self.param_panel.params
@@ -814,6 +812,7 @@ class MainWindow(QMainWindow):
         self._jobs_in_flight += 1
         self.runJob.emit(self._bg_job)
         self._update_buttons()
+        self._show_run_all_progress()
 
     def _leave_running_page(self) -> None:
         """The user leaves a page that runs while "Run all" is on: a document page running
@@ -828,6 +827,14 @@ class MainWindow(QMainWindow):
             self.job = None  # its snapshots are no longer drawn; its result fills its row
         elif index >= 0 and index not in self._run_queue:
             self._run_queue.insert(0, index)
+
+    def _show_run_all_progress(self) -> None:
+        """The status bar: which pages run and how many are done (kept until the next change)."""
+        pages = self.document.pages
+        running = ", ".join(p.name for p in pages if p.state == RUNNING)
+        done = sum(p.state == DONE for p in pages)
+        self.statusBar().showMessage(f"Run all: {done} of {len(pages)} pages done"
+                                     + (f"; running {running}" if running else ""))
 
     def _stop_run_all(self) -> None:
         if self._run_queue is not None or self._bg_job is not None:
@@ -858,6 +865,8 @@ class MainWindow(QMainWindow):
                                  lines=None, fm=None)
         else:
             self._revert_running(job.path)
+        if self._run_queue is not None:
+            self._show_run_all_progress()
 
     def _show_background_result(self, index: int, seg: Any, rgba: Any) -> None:
         """The shown page finished in the background: draw it (reopened from its outputs if
@@ -887,6 +896,8 @@ class MainWindow(QMainWindow):
                 self.document.update(index, state=FAILED, error=error, lines=None, fm=None)
             else:
                 self._revert_running(path)
+        if self._run_queue is not None:
+            self._show_run_all_progress()
     def _revert_running(self, path: str | None) -> None:
         """A page whose run was cancelled is what it was before (done if it has outputs)."""
         index = self.document.index_of(path)
