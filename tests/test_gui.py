@@ -26,7 +26,7 @@ from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
 from tlgui.session import EditModel, lines_table
 from tlgui.window import MainWindow, app_settings
-from tlgui.worker import RUN, EngineProcess, Job, RunControl
+from tlgui.worker import RUN, RUN_QUIET, EngineProcess, Job, RunControl
 
 
 @pytest.fixture(scope="module")
@@ -668,5 +668,11 @@ def test_quiet_job_sends_only_its_result_and_keeps_the_shown_pages_preparation(
         control.set_mode(RUN)
         assert engine.run(Job(3, page_path, params, control, prep), again.append) == "finished", again
         assert not any(m[0] == "prepared" for m in again) and any(m[0] == "snapshot" for m in again)
+        # A run switched to RUN_QUIET (a page the user left) runs to the end without snapshots.
+        left: list[tuple] = []
+        control = RunControl()
+        control.set_mode(RUN_QUIET)
+        assert engine.run(Job(4, page_path, params, control, prep), left.append) == "finished", left
+        assert {m[0] for m in left} == {"stage", "finished"}
     finally:
         engine.close()

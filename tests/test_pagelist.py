@@ -24,6 +24,7 @@ from tlgui.document import DONE, FAILED, NOT_RUN, scan_document
 from tlgui.pagelist import COLUMNS
 from tlgui.probe import GapProbe
 from tlgui.window import MainWindow
+from tlgui.worker import RUN_QUIET
 
 KINDS = ("straight", "skewed", "two_columns")
 #: The page whose ground truth is made wrong on purpose (every two lines merged): the worst.
@@ -308,6 +309,7 @@ def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
     assert sent[-1].path == docs[0].path and not sent[-1].quiet  # the shown page, drawn as it runs
     window.go_to_page(2)  # page 0 runs on, in the background
     assert window._run_queue == [1, 2] and window._bg_job is sent[-1] and window.job is None
+    assert sent[-1].control.mode == RUN_QUIET  # no more snapshots from it
     assert window.buttons["stop"].isEnabled()
     qtbot.waitUntil(lambda: window._bg_job is not None and window._bg_job.quiet
                     and window.session.prep is not None and window.session.path == docs[2].path, timeout=30_000)

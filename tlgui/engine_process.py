@@ -49,6 +49,8 @@ from engine.params import Parameters
 from .geometry import label_overlay, prep_geometry
 
 RUN, PAUSE, STEP_EM, STEP_SWEEP = "run", "pause", "step_em", "step_sweep"
+#: Run to the end without sending snapshots (a page the user left runs on in the background).
+RUN_QUIET = "run_quiet"
 #: How long a cancelled job may take to notice before its process is killed.
 GRACE_S = 0.25
 #: How often the reader thread looks at the user's controls while waiting for the engine.
@@ -391,6 +393,8 @@ class ChildControl:
 
     def after_snapshot(self, snap: Snapshot) -> bool:
         """Decide whether ``snap`` is shown, and pause after it when a step is complete."""
+        if self.mode == RUN_QUIET:
+            return False
         if self.mode == STEP_SWEEP:
             self.mode = PAUSE
             return True

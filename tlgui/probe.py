@@ -216,6 +216,7 @@ def measure_document(folder: str, timeout: float = 1800.0, browse_s: float = 3.0
     window.resize(*size)
     window.show()
     probe = GapProbe(label=window.status_stage.text)
+    _time_paints(window)
     wait_until(lambda: False, 0.5)
     window.open_document([folder])
     ok = wait_until(lambda: bool(window.document.pages) and not window.is_busy(), timeout)

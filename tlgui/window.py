@@ -57,6 +57,7 @@ from .session import EditModel, Metrics, Session, snapshot_x
 from .worker import (
     PAUSE,
     RUN,
+    RUN_QUIET,
     STEP_EM,
     STEP_SWEEP,
     EngineProcess,
@@ -824,7 +825,8 @@ class MainWindow(QMainWindow):
         if self._bg_job is None and self.job.outputs is not None and self.job.control.mode == RUN:
             self._bg_job, self._bg_started = self.job, self._job_started
             self._bg_result, self._bg_failure = None, ""
-            self.job = None  # its snapshots are no longer drawn; its result fills its row
+            self.job.control.set_mode(RUN_QUIET)  # no more snapshots: only its result fills its row
+            self.job = None
         elif index >= 0 and index not in self._run_queue:
             self._run_queue.insert(0, index)
 
