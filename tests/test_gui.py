@@ -26,7 +26,7 @@ from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
 from tlgui.session import EditModel, lines_table
 from tlgui.window import MainWindow, app_settings
-from tlgui.worker import EngineProcess, Job, RunControl
+from tlgui.worker import RUN, RUN_QUIET, EngineProcess, Job, RunControl
 
 
 @pytest.fixture(scope="module")
@@ -667,3 +667,38 @@ def test_page_area_non_text_and_scale_are_shown(qtbot: object, window: MainWindo
     h_cc = window.session.prep.stats.h_cc
     assert window.status_scale.text().startswith(f"H_cc {h_cc:.0f} px")
     assert "page" in window.status_scale.text()
+
+
+def test_quiet_job_sends_only_its_result_and_keeps_the_shown_pages_preparation(
+        tmp_path: Path, page_path: str, synthetic_page: object) -> None:
+    """A background page (``Job.quiet``) sends no preparation and no snapshot back, writes
+    its outputs, and leaves the preparation the process keeps for the shown page: a run of
+    the shown page after it still reuses that preparation (without sending it again)."""
+    other = tmp_path / "other.png"
+    cv2.imwrite(str(other), make_page("skewed", seed=3).image)
+    params = Parameters().replace(max_em_iterations=4)
+    engine = EngineProcess()
+    try:
+        shown: list[tuple] = []
+        assert engine.run(Job(1, page_path, params, RunControl(), em=False), shown.append) == "finished"
+        prep = next(m[3] for m in shown if m[0] == "prepared")
+        quiet: list[tuple] = []
+        control = RunControl()
+        control.set_mode(RUN)
+        job = Job(2, str(other), params, control, None, None, True, (str(tmp_path / "out"), "other", {}), quiet=True)
+        assert engine.run(job, quiet.append) == "finished"
+        assert {m[0] for m in quiet} == {"stage", "finished"}
+        assert (tmp_path / "out" / "other.json").exists()
+        again: list[tuple] = []
+        control = RunControl()
+        control.set_mode(RUN)
+        assert engine.run(Job(3, page_path, params, control, prep), again.append) == "finished", again
+        assert not any(m[0] == "prepared" for m in again) and any(m[0] == "snapshot" for m in again)
+        # A run switched to RUN_QUIET (a page the user left) runs to the end without snapshots.
+        left: list[tuple] = []
+        control = RunControl()
+        control.set_mode(RUN_QUIET)
+        assert engine.run(Job(4, page_path, params, control, prep), left.append) == "finished", left
+        assert {m[0] for m in left} == {"stage", "finished"}
+    finally:
+        engine.close()

@@ -24,6 +24,7 @@ from tlgui.document import DONE, FAILED, NOT_RUN, scan_document
 from tlgui.pagelist import COLUMNS
 from tlgui.probe import GapProbe
 from tlgui.window import MainWindow
+from tlgui.worker import RUN_QUIET
 
 KINDS = ("straight", "skewed", "two_columns")
 #: The page whose ground truth is made wrong on purpose (every two lines merged): the worst.
@@ -162,6 +163,7 @@ def test_tlseg_outputs_open_without_running(
     np.testing.assert_array_equal(window.session.segmentation.labels, saved.seg.labels)
     assert window.canvas.labels_item.image is not None
     assert window.line_table.table_model.rowCount() == len(saved.seg.lines)
+    assert window.plots.note.isVisible() and "saved result" in window.plots.note.text()  # empty plots say why
     window.export("page_xml", str(tmp_path / "again.xml"))  # a saved result exports as a run one
     qtbot.waitUntil(lambda: (tmp_path / "again.xml").exists() and not window.is_busy(), timeout=10_000)
     assert validate_page_xml(tmp_path / "again.xml") == [] and not window.banner.error()
@@ -238,8 +240,10 @@ def test_command_line_and_drops_open_folders_and_pages(
     window.open_paths([str(paths[0])])
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
     assert window.document.pages == []
+    assert not window.pages_dock.isVisible()  # one page: the room stays the parameters'
     window.open_paths([str(p) for p in reversed(paths)])
     qtbot.waitUntil(lambda: len(window.document.pages) == 2 and not window.is_busy(), timeout=30_000)
+    assert window.pages_dock.isVisible()
     assert [p.name for p in window.document.pages] == ["page1.png", "page0.png"]
     assert window.session.path == str(paths[1])
 
@@ -284,3 +288,51 @@ def test_page_list_observes_the_document_and_keeps_its_sort(qtbot: object) -> No
     assert view.order() == [2, 1, 0]
     with pytest.raises(TypeError):
         doc.update(0, colour="red")
+
+
+def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
+        qtbot: object, window: MainWindow, tmp_path: Path, pages: list[object]) -> None:
+    """Picking a page does not stop "Run all": the page left runs on in the background, the
+    others run quietly in the engine process (no snapshot, no preparation sent back) while
+    the user edits a page; a page the user opens while it runs in the background is drawn
+    when it finishes; the GUI thread's gaps stay under 100 ms throughout."""
+    folder = tmp_path / "book"
+    write_folder(folder, pages, truth=True)
+    open_document(qtbot, window, [folder])
+    qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
+    docs = window.document.pages
+    sent: list[object] = []
+    window.runJob.connect(sent.append)
+    probe = GapProbe(label=window.status_stage.text)
+    probe.start()
+    window.run_all()
+    assert sent[-1].path == docs[0].path and not sent[-1].quiet  # the shown page, drawn as it runs
+    window.go_to_page(2)  # page 0 runs on, in the background
+    assert window._run_queue == [1, 2] and window._bg_job is sent[-1] and window.job is None
+    assert sent[-1].control.mode == RUN_QUIET  # no more snapshots from it
+    assert window.buttons["stop"].isEnabled()
+    qtbot.waitUntil(lambda: window._bg_job is not None and window._bg_job.quiet
+                    and window.session.prep is not None and window.session.path == docs[2].path, timeout=30_000)
+    assert window._bg_job.path == docs[1].path and window.document.pages[1].state == "running"
+    assert window.document.pages[0].state == DONE  # page 0 finished in the background
+    assert window.statusBar().currentMessage() == "Run all: 1 of 3 pages done; running page1.png"
+    window.editor.delete(0)  # the user edits page 2 while page 1 runs
+    edited = window.edits.segments.copy()
+    window.go_to_page(1)  # the page running in the background
+    qtbot.waitUntil(lambda: window._run_queue is None and not window.is_busy()
+                    and all(p.state == DONE for p in window.document.pages), timeout=120_000)
+    probe.stop()
+    assert not blocked(probe), (blocked(probe), sorted(window.slow_handlers, key=lambda h: -h[2])[:5])
+    # Page 1 finished in the background while shown: its result is drawn.
+    qtbot.waitUntil(lambda: window.session.segmentation is not None and window.settled(), timeout=30_000)
+    assert window.session.path == docs[1].path and window.canvas.labels_item.image is not None
+    np.testing.assert_array_equal(window.session.segmentation.labels,
+                                  read_outputs(window.document.outdir, "page1").seg.labels)
+    quiet = [job for job in sent if job.quiet]
+    assert sorted(job.path for job in quiet) == [docs[1].path, docs[2].path]
+    # Page 2 ran in the background from the user's edited lines.
+    np.testing.assert_allclose(quiet[-1].segments, edited, atol=1e-3)
+    docs = window.document.pages
+    assert all(p.lines and p.seconds and p.saved for p in docs)
+    assert [row[1] for row in row_texts(window)] == [DONE] * 3
+    qtbot.waitUntil(lambda: all(p.fm is not None for p in window.document.pages), timeout=30_000)

@@ -125,3 +125,30 @@ def test_parameter_fields_round_but_keep_the_exact_value(qtbot: object) -> None:
     assert panel.params.filter_sigma_across == 1 / 3
     field.setText("0.33333")
     assert panel.params.filter_sigma_across == 0.33333
+
+
+@pytest.mark.parametrize(("count", "pixels"), [(45, 120), (3, 300), (250, 120)])
+def test_line_count_axis_labels_whole_numbers_only(qtbot: object, plots: PlotsPanel, count: int,
+                                                   pixels: int) -> None:
+    """The line-count plot never labels 44.6 lines (its view of a constant count is ±1 wide)."""
+    plots.resize(900, pixels + 60)
+    plots.show()
+    x = np.arange(4.0)
+    series = {"x": x, "kl": np.full(4, 0.1), "lines": np.full(4, float(count)),
+              "theta": np.zeros((4, 3)), "loglik": np.zeros(4)}
+    plots.set_series(series, marker=1.0)
+    qtbot.wait(50)
+    texts = [text for _rect, text in drawn_labels(plots.plots["lines"].getAxis("left"))]
+    assert texts and all(re.fullmatch(r"-?\d+", t) for t in texts), texts
+    assert str(count) in texts or len(texts) >= 2
+
+
+def test_page_names_lose_what_every_page_shares() -> None:
+    from tlgui.pagelist import short_names
+
+    assert short_names(["TestamentsDePoilus_will_AD78_0005-0.jpg", "TestamentsDePoilus_will_AN_0001-0.jpg",
+                        "TestamentsDePoilus_will_AD78_0038-1.jpg"]) == ["AD78_0005-0", "AN_0001-0", "AD78_0038-1"]
+    assert short_names(["5_d12c2_default.jpg", "12_dbc9b_default.jpg"]) == ["5_d12c2", "12_dbc9b"]
+    assert short_names(["page0.png", "page1.png"]) == ["page0", "page1"]  # no separator in "page"
+    assert short_names(["a_", "a_b"]) == ["a_", "a_b"]  # one would be empty
+    assert short_names(["only_one.png"]) == ["only_one.png"]

@@ -49,6 +49,8 @@ from engine.params import Parameters
 from .geometry import label_overlay, prep_geometry
 
 RUN, PAUSE, STEP_EM, STEP_SWEEP = "run", "pause", "step_em", "step_sweep"
+#: Run to the end without sending snapshots (a page the user left runs on in the background).
+RUN_QUIET = "run_quiet"
 #: How long a cancelled job may take to notice before its process is killed.
 GRACE_S = 0.25
 #: How often the reader thread looks at the user's controls while waiting for the engine.
@@ -173,7 +175,10 @@ class Job:
     is prepared; with ``em`` the EM run follows (from ``segments`` when the user edited the
     initial lines) and then the final labelling; with ``outputs`` (folder, stem, extra JSON)
     the engine process then writes the page's ``tlseg`` outputs there
-    (:func:`engine.export.write_outputs`: in that process, not in the window's).  Each job
+    (:func:`engine.export.write_outputs`: in that process, not in the window's).  A ``quiet``
+    job (a page run in the background) sends neither its preparation nor its snapshots, only
+    stages and the final result, and leaves the preparation the process keeps for the shown
+    page where it is.  Each job
     has its own control, so a late message of a cancelled job can be told apart (``id``)
     and never steers the next one."""
 
@@ -185,6 +190,7 @@ class Job:
     segments: np.ndarray | None = None
     em: bool = True
     outputs: tuple[str, str, dict[str, Any]] | None = None
+    quiet: bool = False
 
 
 class EngineProcess:
@@ -280,7 +286,8 @@ class EngineProcess:
             from_child, proc = self._from_child, self._proc
         mode, seq = control.state()
         spec: dict[str, Any] = {"id": job.id, "path": job.path, "params": job.params, "em": job.em,
-                                "segments": job.segments, "mode": mode, "seq": seq, "outputs": job.outputs}
+                                "segments": job.segments, "mode": mode, "seq": seq, "outputs": job.outputs,
+                                "quiet": job.quiet}
         if job.prep is not None:
             if job.prep is self._child_prep:
                 spec["prep_token"] = self._child_token
@@ -386,6 +393,8 @@ class ChildControl:
 
     def after_snapshot(self, snap: Snapshot) -> bool:
         """Decide whether ``snap`` is shown, and pause after it when a step is complete."""
+        if self.mode == RUN_QUIET:
+            return False
         if self.mode == STEP_SWEEP:
             self.mode = PAUSE
             return True
@@ -416,6 +425,10 @@ def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple],
         emit(("stage", job_id, "preparing"))
         prep = pipeline.prepare(spec["path"], params, progress=progress)
         control.check()
+    quiet = bool(spec.get("quiet"))
+    if quiet:
+        pass  # a background page: the kept preparation stays the shown page's
+    elif "prep_token" not in spec:
         cache.clear()
         cache[job_id] = prep
         # What the canvas draws of it is computed here too, not in the GUI.
@@ -436,7 +449,7 @@ def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple],
         for snap in gen:
             control.check()
             last = snap if snap.sweep is None else last
-            if control.after_snapshot(snap):
+            if control.after_snapshot(snap) and not quiet:
                 emit(("snapshot", job_id, snap, control.mode, control.seq))
             control.wait_while_paused()
     finally:

@@ -8,11 +8,13 @@ picked (clicked, or moved to with the keys), never a row number.
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal, Slot
 from PySide6.QtGui import QBrush, QColor, QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QAbstractItemView, QTableView
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
-from .document import DONE, FAILED, RUNNING, Document, PageEntry
+from .document import DONE, FAILED, RUNNING, STATES, Document, PageEntry
 
 COLUMNS = ("page", "state", "lines", "s", "FM")
 #: Role of the value a column sorts by; the document index sits in column 0 under INDEX_ROLE.
@@ -20,12 +22,31 @@ SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 INDEX_ROLE = Qt.ItemDataRole.UserRole + 2
 STATE_COLOURS = {RUNNING: "#1565c0", DONE: "#1b5e20", FAILED: "#b71c1c"}
 _LAST = float("inf")  # unknown numbers sort after every known one
+#: Separators at which a name prefix shared by every page is cut.
+_SEPARATORS = "_- ."
 
 
-def cells(page: PageEntry) -> list[tuple[str, object]]:
-    """(text, sort value) of each column of a page's row."""
+def short_names(names: list[str]) -> list[str]:
+    """What tells the names apart: each without the start and end every name shares, cut at
+    separators (``TestamentsDePoilus_will_AD78_0005-0.jpg`` -> ``AD78_0005-0`` beside the
+    book's other scans; ``5_d12c2_default.jpg`` -> ``5_d12c2``).  A book's scans often
+    share a long start, which left no room in the list for the rest.  One name, or names
+    that would become empty, stay whole."""
+    if len(names) < 2:
+        return list(names)
+    prefix = os.path.commonprefix(names)
+    start = max(prefix.rfind(c) for c in _SEPARATORS) + 1
+    suffix = os.path.commonprefix([n[start:][::-1] for n in names])[::-1]
+    cuts = [i for i, c in enumerate(suffix) if c in _SEPARATORS]
+    end = len(suffix) - cuts[0] if cuts else 0
+    short = [n[start:len(n) - end] for n in names]
+    return short if all(short) else list(names)
+
+
+def cells(page: PageEntry, shown: str | None = None) -> list[tuple[str, object]]:
+    """(text, sort value) of each column of a page's row (``shown``: its name's text)."""
     return [
-        (page.name, page.name.casefold()),
+        (shown or page.name, page.name.casefold()),
         (page.state, page.state),
         ("" if page.lines is None else str(page.lines), _LAST if page.lines is None else float(page.lines)),
         ("" if page.seconds is None else f"{page.seconds:.1f}", _LAST if page.seconds is None else page.seconds),
@@ -53,9 +74,17 @@ class PageList(QTableView):
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(18)
-        self.horizontalHeader().setStretchLastSection(True)
-        for col, width in enumerate((100, 52, 38, 38, 44)):
-            self.setColumnWidth(col, width)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a name's end tells pages apart
+        header = self.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        metrics = self.fontMetrics()
+        # Fixed widths that fit each column's longest text ("running", "9999", "99.9", "0.000").
+        for col, sample in enumerate(("", max(STATES, key=metrics.horizontalAdvance), "9999", "99.9", "0.000")):
+            if col:
+                header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
+                self.setColumnWidth(col, metrics.horizontalAdvance(sample) + 14)
+        self._short: list[str] = []  # the shown name of each document page
         self._quiet = False
         self.selectionModel().currentRowChanged.connect(self._on_current)
         document.subscribe("reset", self._on_reset)
@@ -65,10 +94,11 @@ class PageList(QTableView):
     def _on_reset(self) -> None:
         self._quiet = True
         self.table_model.setRowCount(0)
+        self._short = short_names([page.name for page in self.document.pages])
         for index, page in enumerate(self.document.pages):
             items = [QStandardItem() for _ in COLUMNS]
             items[0].setData(index, INDEX_ROLE)
-            self._fill(items, page)
+            self._fill(items, page, self._short[index])
             self.table_model.appendRow(items)
         self._resort()
         self._quiet = False
@@ -77,11 +107,12 @@ class PageList(QTableView):
         row = self.row_of(index)
         if row < 0:
             return
-        self._fill([self.table_model.item(row, col) for col in range(len(COLUMNS))], self.document.pages[index])
+        self._fill([self.table_model.item(row, col) for col in range(len(COLUMNS))], self.document.pages[index],
+                   self._short[index] if index < len(self._short) else None)
         self._resort()
 
-    def _fill(self, items: list[QStandardItem], page: PageEntry) -> None:
-        for item, (text, key) in zip(items, cells(page), strict=True):
+    def _fill(self, items: list[QStandardItem], page: PageEntry, shown: str | None) -> None:
+        for item, (text, key) in zip(items, cells(page, shown), strict=True):
             if item.text() != text:
                 item.setText(text)
             item.setData(key, SORT_ROLE)

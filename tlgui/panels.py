@@ -72,6 +72,7 @@ class LayerPanel(QWidget):
         self.mode.currentIndexChanged.connect(self._on_mode)
         grid.addWidget(QLabel("Posterior shows"), len(LAYERS), 0)
         grid.addWidget(self.mode, len(LAYERS) + 1, 0, 1, 2)
+        grid.setRowStretch(len(LAYERS) + 2, 1)  # spare height below the rows, not between them
 
     def _on_toggled(self, checked: bool) -> None:
         name = self.sender().objectName().removeprefix("layer-")
@@ -423,6 +424,18 @@ class DecadeAxis(pg.AxisItem):
         return [log_tick_label(v + shift) for v in values]
 
 
+class IntegerAxis(pg.AxisItem):
+    """A linear axis of counts: ticks at whole numbers only (pyqtgraph labelled a line count
+    44.6, 44.8, ... when it stayed at 45)."""
+
+    def tickValues(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, list[float]]]:
+        levels = [(spacing, [v for v in values if float(v).is_integer()])
+                  for spacing, values in super().tickValues(minVal, maxVal, size) if spacing >= 1]
+        levels = [(spacing, values) for spacing, values in levels if values]
+        if levels or not (isfinite(minVal) and isfinite(maxVal)):
+            return levels
+        return [(1.0, [float(v) for v in range(ceil(min(minVal, maxVal)), floor(max(minVal, maxVal)) + 1)])]
+
 
 class PlotsPanel(QWidget):
     """KL change, line count, θ0 θ1 θ2 and log-likelihood over the run, with a marker at the
@@ -443,7 +456,8 @@ class PlotsPanel(QWidget):
             "loglik": ("log-likelihood", [("ll", "#90caf9")]),
         }
         for key, (title, curves) in specs.items():
-            axes = {"left": DecadeAxis("left")} if key == "kl" else None
+            axes = {"left": DecadeAxis("left")} if key == "kl" else \
+                {"left": IntegerAxis("left")} if key == "lines" else None
             plot = pg.PlotWidget(title=title, axisItems=axes)
             plot.setMinimumHeight(120)
             plot.showGrid(x=True, y=True, alpha=0.2)
@@ -468,6 +482,30 @@ class PlotsPanel(QWidget):
             plot.disableAutoRange()
         self.ranges: dict[str, tuple[float, float, float, float]] = {}
         self.reset_ranges()
+        #: A message over the plots when they have nothing to show (a saved result).
+        self.note = QLabel(self)
+        self.note.setObjectName("plots-note")
+        self.note.setStyleSheet("color: #eeeeee; background: rgba(0, 0, 0, 170); padding: 6px;")
+        self.note.hide()
+
+    def show_note(self, text: str | None) -> None:
+        """Show ``text`` over the middle of the plots (None: no message)."""
+        if not text:
+            self.note.hide()
+            return
+        self.note.setText(text)
+        self.note.adjustSize()
+        self._place_note()
+        self.note.show()
+        self.note.raise_()
+
+    def _place_note(self) -> None:
+        self.note.move(max(0, (self.width() - self.note.width()) // 2),
+                       max(0, (self.height() - self.note.height()) // 2))
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._place_note()
 
     #: What each plot shows: series name and, for theta, its column.
     SOURCES: dict[str, list[tuple[str, int | None]]] = {

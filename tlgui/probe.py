@@ -11,6 +11,10 @@ redraws every computed snapshot with the default layers and with every layer sho
 times it (``show_snapshot`` plus a synchronous repaint).
 
     python -m tlgui.probe PAGE [PAGE ...]          # JSON per page on stdout
+    python -m tlgui.probe --document FOLDER        # "Run all" while browsing: one JSON
+
+:func:`measure_document` opens a folder as a document, starts "Run all" and moves to another
+page every few seconds (as a user reviewing the finished pages would) until every page ran.
 """
 
 from __future__ import annotations
@@ -162,11 +166,21 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
         "redraw_all_layers_ms_median": round(float(np.median(redraw)), 1),
         "live_redraw_ms_max": round(max(window.canvas.redraw_ms or [0.0]), 1),
     }
+    result.update(gap_causes(window, probe))
+    window.shutdown()
+    window.close()
+    settings_dir.cleanup()
+    return result
+
+
+def gap_causes(window: Any, probe: GapProbe) -> dict[str, Any]:
+    """The slowest GUI handlers, and which long gaps had one of them in them, which the GUI
+    thread spent mostly waiting for a CPU (other processes on a busy machine), and which came
+    from elsewhere (e.g. another thread of this process holding the GIL).  Each gap:
+    (ms, stage, ms waited)."""
+    result: dict[str, Any] = {}
     slow = sorted(window.slow_handlers, key=lambda h: -h[2])[:5]
     result["slowest_gui_handlers_ms"] = [[name, round(ms, 1)] for _end, name, ms in slow]
-    # Which long gaps had one of our handlers in them, which the GUI thread spent mostly
-    # waiting for a CPU (other processes on a busy machine), and which came from elsewhere
-    # (e.g. another thread of this process holding the GIL).  Each: (ms, stage, ms waited).
     ours, cpu, other = [], [], []
     for end, gap, label, waited in probe.long_gaps:
         mine = [ms for h_end, _n, ms in window.slow_handlers if end - gap / 1e3 <= h_end <= end]
@@ -180,6 +194,53 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
     result["long_gaps_gui_handler"] = sorted(ours, reverse=True)[:8]
     result["long_gaps_waiting_for_cpu"] = sorted(cpu, reverse=True)[:8]
     result["long_gaps_elsewhere"] = sorted(other, reverse=True)[:8]
+    return result
+
+
+def measure_document(folder: str, timeout: float = 1800.0, browse_s: float = 3.0,
+                     size: tuple[int, int] = (1600, 1000)) -> dict[str, Any]:
+    """Open ``folder`` as a document, "Run all" and go to the next page every ``browse_s``
+    seconds until every page ran, with the gap probe on; report the figures.  The outputs
+    go to the throw-away settings folder's results (unless ``folder`` holds tlseg outputs)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from .document import DONE, FAILED
+    from .window import MainWindow
+
+    _app = QApplication.instance() or QApplication(sys.argv[:1])
+    settings_dir = tempfile.TemporaryDirectory(prefix="tlgui-probe-")
+    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, settings_dir.name)
+    window = MainWindow()
+    window.resize(*size)
+    window.show()
+    probe = GapProbe(label=window.status_stage.text)
+    _time_paints(window)
+    wait_until(lambda: False, 0.5)
+    window.open_document([folder])
+    ok = wait_until(lambda: bool(window.document.pages) and not window.is_busy(), timeout)
+    window.slow_handlers.clear()
+    t0 = time.perf_counter()
+    probe.start()
+    window.run_all()
+    moves = 0
+    while ok and not all(p.state in (DONE, FAILED) for p in window.document.pages):
+        if time.perf_counter() - t0 > timeout:
+            ok = False
+            break
+        wait_until(lambda: False, browse_s)
+        order, current = window.page_list.order(), window.current_index()
+        window.go_to_page(order[(order.index(current) + 1 if current in order else 0) % len(order)])
+        moves += 1
+    ok = ok and wait_until(lambda: not window.is_busy(), timeout)
+    probe.stop()
+    pages = window.document.pages
+    result = {"folder": folder, "ok": ok, "pages": len(pages), "page_moves": moves,
+              "wall_s": round(time.perf_counter() - t0, 1),
+              "states": [p.state for p in pages], "seconds": [p.seconds for p in pages],
+              **{k: round(v, 1) if isinstance(v, float) else v for k, v in probe.summary().items()}}
+    result.update(gap_causes(window, probe))
     window.shutdown()
     window.close()
     settings_dir.cleanup()
@@ -188,9 +249,12 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tlgui.probe", description=__doc__.splitlines()[0])
-    parser.add_argument("pages", nargs="+")
+    parser.add_argument("pages", nargs="*")
+    parser.add_argument("--document", help="a folder of pages: Run all while browsing")
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
+    if args.document:
+        print(json.dumps(measure_document(args.document, args.timeout)), flush=True)
     worst = 0.0
     for page in args.pages:
         result = measure(page, args.timeout)

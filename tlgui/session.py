@@ -208,16 +208,21 @@ class EditModel(Observable):
         tmp.write_text(self.to_json(), encoding="utf-8")
         os.replace(tmp, path)  # atomic: a crash mid-write leaves the previous autosave
 
-    def restore(self, page_path: str) -> bool:
-        """Load the autosaved edits of ``page_path`` if there are any; True when loaded."""
+    def saved_edits(self, page_path: str) -> np.ndarray | None:
+        """The autosaved edited segments of ``page_path``, None when it has none."""
         path = self.autosave_path(page_path)
         if path is None or not path.exists():
-            return False
+            return None
         try:
             _page, segments, edited = self.parse(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return False
-        if not edited:
+            return None
+        return segments if edited else None
+
+    def restore(self, page_path: str) -> bool:
+        """Load the autosaved edits of ``page_path`` if there are any; True when loaded."""
+        segments = self.saved_edits(page_path)
+        if segments is None:
             return False
         self.page_path = page_path
         self.segments = segments

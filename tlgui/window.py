@@ -57,6 +57,7 @@ from .session import EditModel, Metrics, Session, snapshot_x
 from .worker import (
     PAUSE,
     RUN,
+    RUN_QUIET,
     STEP_EM,
     STEP_SWEEP,
     EngineProcess,
@@ -196,8 +197,15 @@ class MainWindow(QMainWindow):
         self.document = Document()
         #: Pages "Run all" has still to run (document indices), None when it is not running.
         self._run_queue: list[int] | None = None
+        #: The page "Run all" runs in the background (not the shown one's job), its start
+        #: time, result and failure.
+        self._bg_job: Job | None = None
+        self._bg_started = 0.0
+        self._bg_result: tuple[Any, Any] | None = None
+        self._bg_failure = ""
         self._failure = ""  # the engine's last failure message (for the page list)
         self._fm_queue: list[int] = []  # saved pages whose FM is still to be scored
+        self._fm_scoring = False  # one of them is being scored
         self._prep_seconds = 0.0  # wall time of the shown page's preparation
         self._page_seconds = 0.0  # wall time of its preparation and last run
         self.undo = QUndoStack(self)
@@ -343,6 +351,7 @@ class MainWindow(QMainWindow):
         dock.setWidget(self.page_list)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
         self.resizeDocks([dock], [300], Qt.Orientation.Horizontal)  # every column in view
+        dock.hide()  # shown when a document opens: a single page leaves the room to the parameters
         self.pages_dock = dock
 
         dock = QDockWidget("Lines · Ground truth", self)
@@ -571,6 +580,7 @@ class MainWindow(QMainWindow):
         """Load a page (off the GUI thread); the current run, if any, is cancelled.  With
         ``saved`` (output folder, stem) its ``tlseg`` outputs are shown, and nothing runs."""
         path = os.path.abspath(path)
+        self._leave_running_page()
         self._cancel_job()
         if not self.banner.sticky:
             self.banner.hide()
@@ -629,6 +639,7 @@ class MainWindow(QMainWindow):
             self.canvas.set_labels(overlay)
             iterations = f", {meta['iterations']} EM iterations" if "iterations" in meta else ""
             self._set_stage(f"saved result: {len(seg.lines)} lines{iterations}")
+            self.plots.show_note("A saved result: its EM iterations are not kept. Run shows them again.")
             self._update_buttons()
             pending, self._em_after_prep = self._em_after_prep, None
             if pending is not None:
@@ -638,6 +649,7 @@ class MainWindow(QMainWindow):
             self._start_job(em=False, mode=PAUSE)
         if gt:
             self.load_ground_truth(gt)
+        self._run_all_next()  # "Run all" waited for this page to be shown
 
     def _rebuild_recent(self) -> None:
         self.recent_menu.clear()
@@ -697,7 +709,7 @@ class MainWindow(QMainWindow):
     def open_document(self, specs: list[str]) -> None:
         """Open folders and files as one document (found off the GUI thread); its first page
         is shown.  A folder of ``tlseg`` outputs shows its results without running."""
-        self._run_queue = None
+        self._stop_run_all()
         self._fm_queue = []
         specs = [os.path.abspath(s) for s in specs]
         root = results_dir()
@@ -719,7 +731,14 @@ class MainWindow(QMainWindow):
         self._fm_queue = [i for i, page in enumerate(pages) if page.saved and page.gt_path]
         self._score_next_saved()
 
+    def _score_saved(self, index: int) -> None:
+        """Score page ``index``'s saved outputs against its ground truth, after those queued."""
+        self._fm_queue.append(index)
+        if not self._fm_scoring:
+            self._score_next_saved()
+
     def _score_next_saved(self) -> None:
+        self._fm_scoring = bool(self._fm_queue)
         if not self._fm_queue:
             return
         index = self._fm_queue.pop(0)
@@ -747,9 +766,8 @@ class MainWindow(QMainWindow):
 
     @Slot(int)
     def go_to_page(self, index: int) -> None:
-        """The user's choice of a page: "Run all" stops (the page being run is cancelled)."""
+        """The user's choice of a page ("Run all" goes on in the background)."""
         if 0 <= index < len(self.document.pages) and index != self.current_index():
-            self._stop_run_all()
             self.show_page(index)
 
     def _step_page(self, delta: int) -> None:
@@ -767,35 +785,125 @@ class MainWindow(QMainWindow):
         self._step_page(-1)
 
     def run_all(self) -> None:
-        """Run every page not done yet, one after the other, through the window's own
-        open-and-run path (the engine process takes one job at a time); a failed page is
-        marked and the next one follows.  Stop, or choosing a page, ends it."""
-        self._run_queue = [i for i, p in enumerate(self.document.pages) if p.state != DONE]
+        """Run every page not done yet, in the background, one at a time in the engine process,
+        while the user looks at and edits any page.  The shown page, once prepared and idle,
+        runs as a page the user runs (its snapshots drawn); every other page runs quietly
+        (:attr:`Job.quiet`) and writes its outputs.  A page the user's own job waits for is
+        run before the next background page.  A failed page is marked and the rest go on;
+        Stop ends it."""
+        self._run_queue = [i for i, p in enumerate(self.document.pages) if p.state not in (DONE, RUNNING)]
         if not self._run_queue:
             self.statusBar().showMessage("Every page is done.", 5000)
         self._run_all_next()
 
     def _run_all_next(self) -> None:
-        while self._run_queue:
-            index = self._run_queue.pop(0)
-            if self.document.pages[index].state != DONE:
-                if index != self.current_index() or self.session.prep is None:
-                    self.show_page(index)  # (the page shown and prepared runs as it is)
-                self.run()
-                return
-        if self._run_queue is not None:
+        """Start the next page of "Run all" when the engine is free (no job of the user's
+        waiting or running, no background page running)."""
+        if self._run_queue is None or self._closed:
+            return
+        if self._bg_job is not None or self._jobs_in_flight > 0 or self._pending_load is not None:
+            return  # called again when that job is done / the page is shown
+        self._run_queue = [i for i in self._run_queue if self.document.pages[i].state not in (DONE, RUNNING)]
+        if not self._run_queue:
             self._run_queue = None
             self.statusBar().showMessage("Run all: finished.", 8000)
+            self._update_buttons()
+            return
+        index = self._run_queue.pop(0)
+        if index == self.current_index() and self.session.prep is not None \
+                and not self.param_panel.needs_preparation():
+            self.run()  # the shown, prepared page runs as it is, drawn as it goes
+            self._show_run_all_progress()
+            return
+        page = self.document.pages[index]
+        params = self.param_panel.params
+        control = RunControl()
+        control.set_mode(RUN)
+        self._job_counter += 1
+        outputs = (str(self.document.outdir), page.stem, {"source": page.path, "parameters": params.to_dict()})
+        self._bg_job = Job(self._job_counter, page.path, params, control, None,
+                           self.edits.saved_edits(page.path), True, outputs, quiet=True)
+        self._bg_started = time.perf_counter()
+        self._bg_result, self._bg_failure = None, ""
+        self.document.update(index, state=RUNNING, error="", fm=None)
+        self._jobs_in_flight += 1
+        self.runJob.emit(self._bg_job)
+        self._update_buttons()
+        self._show_run_all_progress()
+
+    def _leave_running_page(self) -> None:
+        """The user leaves a page that runs while "Run all" is on: a document page running
+        (not paused or stepping) runs on as the background page; another is cancelled and
+        queued again."""
+        if self.job is None or not self.job.em or self._run_queue is None:
+            return
+        index = self.document.index_of(self.job.path)
+        if self._bg_job is None and self.job.outputs is not None and self.job.control.mode == RUN:
+            self._bg_job, self._bg_started = self.job, self._job_started
+            self._bg_result, self._bg_failure = None, ""
+            self.job.control.set_mode(RUN_QUIET)  # no more snapshots: only its result fills its row
+            self.job = None
+        elif index >= 0 and index not in self._run_queue:
+            self._run_queue.insert(0, index)
+
+    def _show_run_all_progress(self) -> None:
+        """The status bar: which pages run and how many are done (kept until the next change)."""
+        pages = self.document.pages
+        running = ", ".join(p.name for p in pages if p.state == RUNNING)
+        done = sum(p.state == DONE for p in pages)
+        self.statusBar().showMessage(f"Run all: {done} of {len(pages)} pages done"
+                                     + (f"; running {running}" if running else ""))
 
     def _stop_run_all(self) -> None:
-        if self._run_queue is not None:
+        if self._run_queue is not None or self._bg_job is not None:
             self._run_queue = None
+            if self._bg_job is not None:
+                self._bg_job.control.cancel()
             self.statusBar().showMessage("Run all: stopped.", 8000)
+            self._update_buttons()
+
+    def _is_bg(self, job_id: int) -> bool:
+        return self._bg_job is not None and self._bg_job.id == job_id
+
+    def _bg_done(self, status: str) -> None:
+        """The background page's job ended: its row, and its result drawn if it is shown."""
+        job, result = self._bg_job, self._bg_result
+        self._bg_job, self._bg_result = None, None
+        index = self.document.index_of(job.path)
+        if status == "finished" and result is not None and index >= 0:
+            seg, rgba = result
+            self.document.update(index, state=DONE, lines=len(seg.lines), error="", saved=True,
+                                 seconds=time.perf_counter() - self._bg_started)
+            if self.document.pages[index].gt_path:
+                self._score_saved(index)
+            if index == self.current_index() and not (self.job is not None and self.job.em):
+                self._show_background_result(index, seg, rgba)
+        elif status == "failed" and index >= 0:
+            self.document.update(index, state=FAILED, error=self._bg_failure or "the engine failed",
+                                 lines=None, fm=None)
+        else:
+            self._revert_running(job.path)
+        if self._run_queue is not None:
+            self._show_run_all_progress()
+
+    def _show_background_result(self, index: int, seg: Any, rgba: Any) -> None:
+        """The shown page finished in the background: draw it (reopened from its outputs if
+        the user's preparation of it is still to come, which would clear it)."""
+        if self.job is not None or self._pending_load is not None or self.session.path is None:
+            self.show_page(index)
+            return
+        with self._timed("background result"):
+            self.session.set_finished(seg, rgba)
+            self.canvas.set_labels(rgba)
+        self._set_stage(f"finished in the background: {len(seg.lines)} lines")
+        if not self.session.snapshots:
+            self.plots.show_note("Run in the background: its EM iterations are not kept. Run shows them.")
+        if self.gt_labels is not None:
+            self._score_ground_truth()
 
     def _page_ended(self, path: str | None, state: str, error: str = "", saved: bool = False) -> None:
-        """A page's run ended (``state`` done, failed, or not run when cancelled): update the
-        document (``saved``: the engine wrote the outputs), then run the next page if "Run
-        all" is on."""
+        """The shown page's run ended (``state`` done, failed, or not run when cancelled):
+        update the document (``saved``: the engine wrote the outputs)."""
         index = self.document.index_of(path)
         if index >= 0:
             if state == DONE and self.session.segmentation is not None:
@@ -807,11 +915,7 @@ class MainWindow(QMainWindow):
             else:
                 self._revert_running(path)
         if self._run_queue is not None:
-            if state == NOT_RUN:  # cancelled: Stop ends "Run all"
-                self._stop_run_all()
-            else:
-                self._run_all_next()
-
+            self._show_run_all_progress()
     def _revert_running(self, path: str | None) -> None:
         """A page whose run was cancelled is what it was before (done if it has outputs)."""
         index = self.document.index_of(path)
@@ -853,6 +957,8 @@ class MainWindow(QMainWindow):
             outputs = (str(self.document.outdir), page.stem, {"source": page.path,
                                                              "parameters": params.to_dict()})
         self.job = Job(self._job_counter, self.session.path, params, control, prep, segments, em, outputs)
+        if self._bg_job is not None:
+            self._set_stage(f"waiting for the engine (running {Path(self._bg_job.path).name} in the background)")
         if em:
             self.session.clear_run()
             self.session.run_params = params
@@ -910,8 +1016,8 @@ class MainWindow(QMainWindow):
         self._start_job(em=True, mode=mode)
 
     def stop(self) -> None:
-        """Cancel the run: the engine notices within one message-passing sweep or preparation
-        stage, else its process is killed after engine_process.GRACE_S."""
+        """Cancel the run and "Run all": the engine notices within one message-passing sweep
+        or preparation stage, else its process is killed after engine_process.GRACE_S."""
         self._stop_run_all()
         if self.job is not None:
             self._cancel_job()
@@ -963,6 +1069,8 @@ class MainWindow(QMainWindow):
 
     @Slot(int, object, object)
     def _on_finished(self, job_id: int, seg: Any, rgba: Any) -> None:
+        if self._is_bg(job_id):
+            self._bg_result = (seg, rgba)
         if not self._active(job_id):
             return
         with self._timed("finished"):
@@ -974,6 +1082,8 @@ class MainWindow(QMainWindow):
 
     @Slot(int, str)
     def _on_failed(self, job_id: int, message: str) -> None:
+        if self._is_bg(job_id):
+            self._bg_failure = message
         if self._active(job_id):
             self._failure = message
             self.banner.show_message(f"The engine failed: {message}")
@@ -981,7 +1091,10 @@ class MainWindow(QMainWindow):
     @Slot(int, str)
     def _on_done(self, job_id: int, status: str) -> None:
         self._jobs_in_flight -= 1
+        if self._is_bg(job_id):
+            self._bg_done(status)
         if not self._active(job_id):
+            self._run_all_next()
             if not self.is_busy():
                 self.editor.set_enabled(True)
                 self.idle.emit()
@@ -1008,6 +1121,7 @@ class MainWindow(QMainWindow):
         elif not was_prep_only:
             self._page_seconds = self._prep_seconds + seconds
             self._page_ended(self.session.path, DONE if status == "finished" else NOT_RUN, saved=wrote)
+        self._run_all_next()
         self.idle.emit()
 
     # ================================================================ tasks
@@ -1054,6 +1168,7 @@ class MainWindow(QMainWindow):
         self._draw_pending = True
 
     def _on_session_cleared(self) -> None:
+        self.plots.show_note(None)
         self._draw_pending = True
         self._series_pending = True
         self.plots.reset_ranges()
@@ -1154,7 +1269,8 @@ class MainWindow(QMainWindow):
         self.buttons["pause"].setEnabled(running and mode == RUN)
         self.buttons["step"].setEnabled(has_page and mode != RUN)
         self.buttons["sweep"].setEnabled(has_page and mode != RUN)
-        self.buttons["stop"].setEnabled(self.job is not None)
+        self.buttons["stop"].setEnabled(self.job is not None or self._run_queue is not None
+                                        or self._bg_job is not None)
         self.buttons["reset"].setEnabled(has_page)
 
     # ================================================================ selection and layers

@@ -19,9 +19,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from .engine_process import PAUSE, RUN, STEP_EM, STEP_SWEEP, EngineProcess, Job, RunControl
+from .engine_process import PAUSE, RUN, RUN_QUIET, STEP_EM, STEP_SWEEP, EngineProcess, Job, RunControl
 
-__all__ = ["PAUSE", "RUN", "STEP_EM", "STEP_SWEEP", "EngineProcess", "EngineWorker", "Job", "RunControl",
+__all__ = ["PAUSE", "RUN", "RUN_QUIET", "STEP_EM", "STEP_SWEEP", "EngineProcess", "EngineWorker", "Job", "RunControl",
            "TASK_NICE", "TaskWorker", "WorkerThread", "lower_thread_priority"]
 
 
