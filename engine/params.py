@@ -24,7 +24,7 @@ ORIENTATION_SCORES = ("contrast", "sharpness")
 FINAL_LABELLINGS = ("profile", "paper")
 PRESETS = ("default", "paper")
 # Choice fields: name -> allowed values.
-_CHOICES: dict[str, tuple[str, ...]] = {
+CHOICES: dict[str, tuple[str, ...]] = {
     "update_rule": UPDATE_RULES, "regression": REGRESSION_FORMS, "unary_form": UNARY_FORMS,
     "line_prior_rule": LINE_PRIOR_RULES, "prior_scope": PRIOR_SCOPES,
     "orientation_score": ORIENTATION_SCORES, "final_labelling": FINAL_LABELLINGS,
@@ -296,7 +296,7 @@ class Parameters:
             raise ParameterError(
                 f"orientation_min ({self.orientation_min}) must not exceed "
                 f"orientation_max ({self.orientation_max})")
-        for name, allowed in _CHOICES.items():
+        for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
