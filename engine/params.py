@@ -378,6 +378,11 @@ class Parameters:
         a, b = self.to_dict(), other.to_dict()
         return [(k, a[k], b[k]) for k in a if k != "preset_name" and a[k] != b[k]]
 
+    def preset_summary(self) -> str:
+        """The preset's name and every field changed from it, e.g. ``paper + update_rule=bethe``."""
+        changed = self.diff(Parameters.preset(self.preset_name))
+        return " + ".join([self.preset_name] + [f"{name}={mine}" for name, mine, _ in changed])
+
     def describe(self) -> str:
         """Every parameter on its own line, for logs and ``--help``-like output."""
         return "\n".join(f"{k} = {v!r}" for k, v in self.to_dict().items())

@@ -580,7 +580,7 @@ def test_preset_box_loads_the_paper_and_the_header_names_it(qtbot: object, windo
     open_and_prepare(qtbot, window, page_path)
     run_to_end(qtbot, window)
     assert window.session.run_params.preset_name == "paper"
-    assert "preset paper" in window.lines_title.text()
+    assert "preset paper + update_rule=bethe" in window.lines_title.text()
     panel.reset_defaults()
     assert panel.preset.currentText() == "default" and panel.params == Parameters()
 

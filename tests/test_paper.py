@@ -33,6 +33,8 @@ def test_paper_preset_has_section_5_1_values() -> None:
     assert (p.update_rule, p.label_window, p.line_prior_rule, p.unary_form) == ("convex", 0, "armijo", "paper")
     assert p.moments == (0.85, 0.13, 0.02) and p.final_labelling == "paper" and not p.merge_initial_lines
     assert p.preset_name == "paper" and Parameters.from_json(p.to_json()) == p
+    assert p.preset_summary() == "paper"
+    assert p.replace(update_rule="bethe").preset_summary() == "paper + update_rule=bethe"
     # Every switch of the preset differs from the default, except colour_non_text (off in both).
     assert {name for name, *_ in Parameters().diff(p)} == set(PAPER) - {"colour_non_text"}
 

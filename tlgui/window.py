@@ -860,7 +860,7 @@ class MainWindow(QMainWindow):
             return
         sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
         self.slider_label.setText(f"{self.session.current + 1}/{n} · it {snap.iteration}{sweep}")
-        preset = self.session.run_params.preset_name if self.session.run_params else "default"
+        preset = self.session.run_params.preset_summary() if self.session.run_params else "default"
         self.lines_title.setText(f"Lines at iteration {snap.iteration}{sweep} · preset {preset}")
         self.status_iter.setText(f"iteration {snap.iteration}{sweep}")
         self.status_lines.setText(f"{len(snap.lines)} lines")
