@@ -16,9 +16,10 @@ instead of O(E·L) (``W = L`` with all offsets 0 is the exact dense computation)
 Vertices are updated colour class by colour class (no two neighbours in a class), so one
 vectorised pass over the classes equals a sequential sweep.
 
-Two update rules share the code and differ only in the power of ``p_v``:
-``convex`` (the paper, ``p_v ∝ (psi_v prod m_in)^{1/(c_v + A_v)}``) and ``bethe`` (belief
-propagation counting numbers, power 1, with damping). The notes measured that the literal
+Two update rules share the code and differ only in the powers of ``p_v`` and ``p_u``:
+``convex`` (the paper, ``p_v ∝ (psi_v prod m_in)^{1/(c_v + A_v)}`` and
+``p_u ∝ (e^{-theta f} m_i m_j)^{1/c_v}``) and ``bethe`` (belief propagation counting numbers,
+power 1, with damping). The notes measured that the literal
 convex rule acts as a temperature of about ``1 + A_v`` on the unary and, fed into the M-step,
 merges lines; both are kept and selectable.
 """
