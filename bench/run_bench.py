@@ -42,7 +42,7 @@ if str(REPO) not in sys.path:  # run as a script: make the engine importable wit
 
 from engine.io import IMAGE_SUFFIXES  # noqa: E402
 from engine.metric import ContestScore, LineScore, combine, combine_lines  # noqa: E402
-from engine.params import ParameterError, Parameters  # noqa: E402
+from engine.params import PRESETS, ParameterError, Parameters  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 T_A = 0.95
@@ -263,9 +263,9 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def build_params(params_file: str | None, sets: list[str]) -> Parameters:
-    """Defaults, then ``--params FILE``, then each ``--set``."""
-    params = Parameters.load(params_file) if params_file else Parameters()
+def build_params(params_file: str | None, sets: list[str], preset: str | None = None) -> Parameters:
+    """Defaults (or ``--preset NAME``), then ``--params FILE``, then each ``--set``."""
+    params = Parameters.load(params_file) if params_file else Parameters.preset(preset or "default")
     changes = parse_set(sets)
     return params.replace(**changes) if changes else params
 
@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", help="comma-separated sets to run (default: all)")
     ap.add_argument("--limit", type=int, default=None, help="at most N pages per set")
     ap.add_argument("--params", help="parameters JSON file")
+    ap.add_argument("--preset", choices=PRESETS, help="start from a preset (e.g. paper: as printed)")
     ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE",
                     help="override one parameter (repeatable)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
               "repository; pass --data DIR)", file=sys.stderr)
         return 2
     try:
-        params = build_params(args.params, args.set_)
+        params = build_params(args.params, args.set_, args.preset)
     except ParameterError as exc:
         print(f"run_bench: {exc}", file=sys.stderr)
         return 2

@@ -296,6 +296,7 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
             "source": str(Path(task.path).resolve()),
             "page_index": task.page_index,
             "seed": task.params.seed,
+            "preset": task.params.preset_name,
             "parameters": task.params.to_dict(),
             "timings": timings,
             "iterations": int(getattr(snap, "iteration", 0)),

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .params import REGRESSION_FORMS, UPDATE_RULES, ParameterError, Parameters
+from .params import PAPER, PRESETS, REGRESSION_FORMS, UPDATE_RULES, ParameterError, Parameters
 
 PROG = "tlseg"
 
@@ -71,8 +71,14 @@ def load_params_file(path: str) -> Parameters:
 
 
 def build_params(args: argparse.Namespace) -> Parameters:
-    """Parameters from ``--params FILE``, then the named options, then ``--set``."""
-    params = load_params_file(args.params) if getattr(args, "params", None) else Parameters()
+    """Parameters from ``--preset NAME`` or ``--params FILE``, then the named options, then ``--set``."""
+    preset = getattr(args, "preset", None)
+    if preset and getattr(args, "params", None):
+        raise UsageError("--preset and --params are exclusive (a parameters file holds every value)")
+    if getattr(args, "params", None):
+        params = load_params_file(args.params)
+    else:
+        params = Parameters.preset(preset) if preset else Parameters()
     changes: dict[str, Any] = {}
     for option, name in (("seed", "seed"), ("ratio", "sample_ratio"), ("update_rule", "update_rule"),
                          ("regression", "regression")):
@@ -212,8 +218,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 1 if report.skipped else 0
 
 
+def format_diff(params: Parameters, other: Parameters) -> str:
+    """One line per field that differs: ``name: value -> other's value  # why`` (the reason
+    from :data:`engine.params.PAPER`)."""
+    rows = []
+    for name, mine, theirs in params.diff(other):
+        why = PAPER.get(name, (None, ""))[1]
+        rows.append(f"{name}: {json.dumps(mine)} -> {json.dumps(theirs)}" + (f"  # {why}" if why else ""))
+    return "\n".join(rows)
+
+
 def cmd_params(args: argparse.Namespace) -> int:
-    print(build_params(args).to_json())
+    params = build_params(args)
+    if args.diff:
+        print(format_diff(params, Parameters.preset(args.diff)))
+    else:
+        print(params.to_json())
     return 0
 
 
@@ -268,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_param_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--params", metavar="FILE", help="parameters JSON (see 'tlseg params')")
+        p.add_argument("--preset", choices=PRESETS,
+                       help="start from a preset: 'paper' = every stage as printed (see 'tlseg params --diff paper')")
         p.add_argument("--set", action="append", metavar="NAME=VALUE", default=[],
                        help="override one parameter; VALUE is JSON or a plain string (repeatable)")
 
@@ -302,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     pa = sub.add_parser("params", help="print the full parameter set as JSON")
     add_param_options(pa)
+    pa.add_argument("--diff", choices=PRESETS, metavar="PRESET",
+                    help="list the fields that differ from PRESET, each with why the default differs")
     pa.set_defaults(func=cmd_params)
 
     lm = sub.add_parser("learn-moments", help="learn the pairwise moments from ground truth")

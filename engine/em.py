@@ -63,28 +63,27 @@ class _Region:
 # The region graphs of the last preparation seen: merging the initial lines runs EM's first
 # step, then EM runs in full, and the GUI re-runs EM many times on one preparation. Keyed by
 # the identity of the preparation's arrays, checked through weak references (ids are reused).
-_GRAPHS: dict[tuple[int, int, int], tuple[weakref.ref, weakref.ref, list]] = {}
+_GRAPHS: dict[tuple[int, int, int, int], tuple[weakref.ref, weakref.ref, list]] = {}
 
 
-# The theta step matches three moments (fractions of edges joining the same / adjacent /
-# farther lines) with means over the edges; a fixed random sample of this many edges gives
-# those means to a fraction of a percent (the rarest class, ~0.7 % of edges, is seen ~280
-# times) at a third of the cost per sweep on a page of 140k edges.
-THETA_EDGE_SAMPLE = 40_000
-
-
-def _region_graphs(prep: Preparation, seed: int
+def _region_graphs(prep: Preparation, seed: int, edge_sample: int
                    ) -> list[tuple[np.ndarray, mp.RegionGraph, np.ndarray | None]]:
     """Per region: its samples' global indices, its half-edge graph and the edges its theta
-    step reads (None: all)."""
-    key = (id(prep.edges), id(prep.sample_region), seed)
+    step reads (None: all).
+
+    The theta step matches three moments (fractions of edges joining the same / adjacent /
+    farther lines) with means over the edges; a fixed random sample of ``edge_sample`` edges
+    (0 = all, Parameters.theta_edge_sample) gives those means to a fraction of a percent (the
+    rarest class, ~0.7 % of edges, is seen ~280 times in 40k) at a third of the cost per sweep
+    on a page of 140k edges."""
+    key = (id(prep.edges), id(prep.sample_region), seed, edge_sample)
     hit = _GRAPHS.get(key)
     if hit is not None and hit[0]() is prep.edges and hit[1]() is prep.sample_region:
         return hit[2]
     result = []
     edge_region = prep.sample_region[prep.edges[:, 0]] if len(prep.edges) else np.zeros(0, np.int32)
     # The same fraction of every region's edges, so that pooling keeps each region's weight.
-    fraction = min(1.0, THETA_EDGE_SAMPLE / max(len(prep.edges), 1))
+    fraction = min(1.0, edge_sample / max(len(prep.edges), 1)) if edge_sample > 0 else 1.0
     rng = np.random.default_rng(seed)
     for r in range(len(prep.regions)):
         idx = np.flatnonzero(prep.sample_region == r)
@@ -103,7 +102,7 @@ def _region_graphs(prep: Preparation, seed: int
 
 def _region_states(prep: Preparation, lines: LineSet, params: Parameters) -> list[_Region]:
     states = []
-    for r, (idx, graph, theta_edges) in enumerate(_region_graphs(prep, params.seed)):
+    for r, (idx, graph, theta_edges) in enumerate(_region_graphs(prep, params.seed, params.theta_edge_sample)):
         own = np.flatnonzero(lines.region == r)
         n_edges = len(graph.pair)
         if params.update_rule == "convex":
@@ -169,7 +168,8 @@ def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: fl
     for st in states:
         sub = lines.take(st.lines)
         space = interline_space(sub, default=2.0 * h_cc, min_gap=0.5 * h_cc)
-        u = log_unary_by_line(st.uv, sub, space, params.r)  # (L, n)
+        u = log_unary_by_line(st.uv, sub, space, params.r, form=params.unary_form,
+                              prior=params.prior_in_unary)  # (L, n)
         if u.shape[0] and u.shape[1]:
             # Lines far worse than a sample's best carry no information for it; flooring
             # keeps every log message finite.
@@ -245,8 +245,38 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
         ok = np.isfinite(fit.a) & (fit.weight > 1.0)
         g = st.lines[ok]
         a[g], b[g], c[g], st_[g], ss_[g] = fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok]
-        prior[st.lines] = moments[:, 0] / len(st.samples)
+        # pi_l = mean posterior over the region's samples, or over the page's (eq. pline).
+        prior[st.lines] = moments[:, 0] / (len(st.samples) if params.prior_scope == "region"
+                                           else len(prep.samples))
     return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv)
+
+
+def dense_posterior(st: _Region) -> np.ndarray:
+    """A region's posteriors over all its lines ``(L, n)`` (zero outside the windows)."""
+    dense = np.zeros((len(st.lines), len(st.samples)))
+    np.put_along_axis(dense, st.window_labels(), st.posterior, axis=0)
+    return dense
+
+
+def line_prior_step(st: _Region, target: np.ndarray, params: Parameters) -> np.ndarray:
+    """The next line-probability parameters theta_l ``(L,)`` of a region, matching the mean
+    posterior ``mean_v p_v(l)`` to ``target`` (the line priors pi_l).
+
+    "log_ratio": ``theta_l + line_prior_step x log(mean_v p_v(l) / pi_l)``; "armijo" (paper,
+    Algorithm 2): one step of :func:`engine.message_passing.learn_theta` on the features
+    ``[h_v = l]``, whose distribution at theta = 0 is ``p_v(l) e^{theta_l}`` normalised, with
+    the moments pi_l normalised over the region. Both clipped to ``+-line_prior_clip`` (0 = no clip)."""
+    if params.line_prior_rule == "armijo":
+        p = dense_posterior(st)
+        q = p * np.exp(st.bias - st.bias.max())[:, None]
+        q /= np.maximum(q.sum(axis=0, keepdims=True), 1e-300)
+        mu = target / max(float(target.sum()), 1e-300)
+        bias, _ = mp.learn_theta(q.T, st.bias, mu, limit=params.line_prior_clip)
+        return bias
+    mean = np.maximum(st.line_sums(np.ones(len(st.samples))) / len(st.samples), 1e-6)
+    bias = st.bias + params.line_prior_step * np.log(mean / np.maximum(target, 1e-6))
+    clip = params.line_prior_clip
+    return np.clip(bias, -clip, clip) if clip > 0 else bias
 
 
 def _best_lines(states: list[_Region], n: int) -> np.ndarray:
@@ -302,6 +332,8 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), ll, t0, 0,
                     False, params.snapshot_top_k)
     total_sweeps = 0
+    # Algorithm 2: p_u carries the exponent 1/c_v under the paper's (convex) rule.
+    pair_power = 1.0 / params.c_v if params.update_rule == "convex" else 1.0
     previous_best = _best_lines(states, len(prep.samples))
     for iteration in range(1, params.max_em_iterations + 1):
         previous = [(st.offsets.copy(), st.posterior.copy()) for st in states]
@@ -314,7 +346,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
             q = [mp.edge_class_fractions(st.out, st.graph, sh, st.theta_edges)
                  for st, sh in zip(states, shifts, strict=True) if st.out.shape[0]]
             if q:
-                theta, _ = mp.learn_theta(np.concatenate(q), theta, moments)
+                theta, _ = mp.learn_theta(np.concatenate(q), theta, moments, limit=params.theta_limit)
             change = 0.0
             damping = params.damping if params.update_rule == "bethe" else 0.0
             for st, u, sh in zip(states, unaries, shifts, strict=True):
@@ -322,13 +354,11 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
                     continue
                 bias = st.bias.astype(np.float32)[st.window_labels()]
                 change = max(change, mp.sweep(u - bias, st.out, st.graph, theta, st.power, damping,
-                                              st.posterior, sh))
+                                              st.posterior, sh, pair_power=pair_power))
                 st.messages_zero = False
                 if params.learn_line_prior:
                     # Moment matching of the line-probability features: mean posterior -> prior.
-                    target = np.maximum(lines.prior[st.lines], 1e-6)
-                    mean = np.maximum(st.line_sums(np.ones(len(st.samples))) / len(st.samples), 1e-6)
-                    st.bias = np.clip(st.bias + 0.5 * np.log(mean / target), -5.0, 5.0)
+                    st.bias = line_prior_step(st, lines.prior[st.lines], params)
             total_sweeps += 1
             if per_sweep:
                 yield _snapshot(prep, states, lines, iteration, sweep_index, theta, float("nan"), ll, t0,

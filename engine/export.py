@@ -372,10 +372,11 @@ def page_shapes(seg: Segmentation, image_shape: tuple[int, int]) -> list[RegionS
 
 
 def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: str,
-                   image_shape: tuple[int, int]) -> None:
+                   image_shape: tuple[int, int], preset: str | None = None) -> None:
     """PAGE XML 2019-07-15 of a segmentation: one TextRegion per region holding lines, one
     TextLine ``l{k}`` per label k with pixels (Coords outline and Baseline), reading order
-    of the regions as in ``seg.regions``. Valid against the official schema."""
+    of the regions as in ``seg.regions``. Valid against the official schema. ``preset``: the
+    parameter preset's name, recorded in the metadata's Comments."""
     h, w = (int(s) for s in image_shape)
     regions = page_shapes(seg, (h, w))
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
@@ -386,6 +387,8 @@ def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: s
     etree.SubElement(meta, f"{{{PAGE_NS}}}Creator").text = "tlgui"
     etree.SubElement(meta, f"{{{PAGE_NS}}}Created").text = now
     etree.SubElement(meta, f"{{{PAGE_NS}}}LastChange").text = now
+    if preset:
+        etree.SubElement(meta, f"{{{PAGE_NS}}}Comments").text = f"tlgui parameter preset: {preset}"
     page = etree.SubElement(root, f"{{{PAGE_NS}}}Page", imageFilename=str(image_filename),
                             imageWidth=str(w), imageHeight=str(h))
     if regions:
@@ -540,7 +543,7 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
         write_dat(temps["dat"], labels)
         write_label_png(temps["labels"], labels)
         write_png(temps["overlay"], render_overlay(gray, labels, seg.lines))
-        write_page_xml(temps["page"], seg, image_filename, (h, w))
+        write_page_xml(temps["page"], seg, image_filename, (h, w), meta.get("preset"))
         write_alto_xml(temps["alto"], seg, image_filename, (h, w))
         text = json.dumps(meta, indent=2, default=_json_default, allow_nan=True)
         atomic_write_bytes(temps["json"], text.encode("utf-8"))

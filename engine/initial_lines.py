@@ -229,6 +229,8 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
 
     def score(deg: float) -> float:
         profile = across_profile(cells, math.radians(deg), bbox, scale, scale_u, sig_along)
+        if params.orientation_score == "sharpness":
+            return profile_sharpness(profile[:, None])
         return line_contrast(profile, sig_across, stats.h_cc * scale)
 
     scores = np.array([score(deg) for deg in angles])
@@ -363,7 +365,7 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
         # than H_cc cut Arabic lines (tall alifs, dense diacritics) in two (ahte book1: 86
         # initial lines for 27).
         cuts = np.zeros(0)
-        if h > t_o:
+        if h > t_o and params.overlap_valleys:
             cuts = profile_valleys((filtered[y:y + h, x:x + w] * inside).sum(axis=1), 0.5 * stats.h_cc * scale)
         if len(cuts) == 0 and h > t_o:
             n_parts = int(np.ceil(h / max(t_o, 1e-9)))
@@ -447,7 +449,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
         scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
-        blob_stats = replace(stats, h_cc=line_height(raster, stats, scale))
+        blob_stats = replace(stats, h_cc=line_height(raster, stats, scale)) if params.pitch_line_height else stats
         blobs = line_blobs(raster, blob_stats, params, scale, scale_u)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
@@ -456,7 +458,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         blob_of_sample = blobs[row, col]
         ids, counts = np.unique(blob_of_sample[blob_of_sample > 0], return_counts=True)
         n_small = np.bincount(blob_of_sample[small[members]], minlength=blobs.max() + 1)[ids]
-        ids = ids[(counts >= 3) & (n_small <= params.diacritic_fraction * counts)]
+        residual = params.remove_diacritic_lines & (n_small > params.diacritic_fraction * counts)
+        ids = ids[(counts >= 3) & ~residual]
         if len(ids) == 0:
             weights = np.ones((len(uv), 1))
         else:

@@ -16,9 +16,10 @@ instead of O(E·L) (``W = L`` with all offsets 0 is the exact dense computation)
 Vertices are updated colour class by colour class (no two neighbours in a class), so one
 vectorised pass over the classes equals a sequential sweep.
 
-Two update rules share the code and differ only in the power of ``p_v``:
-``convex`` (the paper, ``p_v ∝ (psi_v prod m_in)^{1/(c_v + A_v)}``) and ``bethe`` (belief
-propagation counting numbers, power 1, with damping). The notes measured that the literal
+Two update rules share the code and differ only in the powers of ``p_v`` and ``p_u``:
+``convex`` (the paper, ``p_v ∝ (psi_v prod m_in)^{1/(c_v + A_v)}`` and
+``p_u ∝ (e^{-theta f} m_i m_j)^{1/c_v}``) and ``bethe`` (belief propagation counting numbers,
+power 1, with damping). The notes measured that the literal
 convex rule acts as a temperature of about ``1 + A_v`` on the unary and, fed into the M-step,
 merges lines; both are kept and selectable.
 """
@@ -206,28 +207,34 @@ def class_marginals(q: np.ndarray, theta: np.ndarray) -> np.ndarray:
 
 
 def learn_theta(q: np.ndarray, theta: np.ndarray, moments: np.ndarray,
-                step0: float = 8.0, max_halvings: int = 30) -> tuple[np.ndarray, float]:
-    """One moment-matching gradient step on theta with Armijo backtracking on the dual
-    ``g(theta) = mean_u log Z_u(theta) + theta . mu`` (convex), whose gradient is
-    ``mu - E_{p_u}[f]``. Returns the new theta and the accepted step length."""
+                step0: float = 8.0, max_halvings: int = 30, limit: float = THETA_LIMIT
+                ) -> tuple[np.ndarray, float]:
+    """One moment-matching gradient step on theta (K features, K = 3 for the pairwise term)
+    with Armijo backtracking on the dual ``g(theta) = mean_u log Z_u(theta) + theta . mu``
+    (convex), ``Z_u = sum_k q_uk e^{-theta_k}``, whose gradient is ``mu - E_{p_u}[f]``.
+    ``q (E, K)``: each factor's feature distribution at theta = 0. The new theta is centred
+    (the dual is shift-invariant when mu sums to 1) and clipped to ``+-limit`` (0 = no clip).
+    Returns the new theta and the accepted step length."""
     if len(q) == 0:
         return theta, 0.0
     mu = np.asarray(moments, dtype=np.float64)
-    qt = np.ascontiguousarray(np.asarray(q, dtype=np.float64).T)  # (3, E): no slow 3-wide rows
+    qt = np.ascontiguousarray(np.asarray(q, dtype=np.float64).T)  # (K, E): no slow K-wide rows
+    n_features = qt.shape[0]
 
     def partition(t: np.ndarray) -> np.ndarray:
         w = np.exp(-(t - t.min()))
         z = qt[0] * w[0]
-        z += qt[1] * w[1]
-        z += qt[2] * w[2]
+        for k in range(1, n_features):
+            z += qt[k] * w[k]
         return np.maximum(z, 1e-300)
 
     def dual(t: np.ndarray) -> float:
         return float(np.log(partition(t)).mean() - t.min() + t @ mu)
 
+    theta = np.asarray(theta, dtype=np.float64)
     weights = pairwise_weights(theta)
     inv_z = 1.0 / partition(theta)
-    expected = np.array([float((qt[k] * inv_z).mean()) * weights[k] for k in range(3)])
+    expected = np.array([float((qt[k] * inv_z).mean()) * weights[k] for k in range(n_features)])
     grad = mu - expected
     g0 = dual(theta)
     step = step0
@@ -236,22 +243,31 @@ def learn_theta(q: np.ndarray, theta: np.ndarray, moments: np.ndarray,
         if dual(candidate) <= g0 - 1e-4 * step * float(grad @ grad):
             # Moments the unary makes unreachable would send theta to infinity; a bound of
             # THETA_LIMIT nats (e^20 between classes) changes no reachable fixed point.
-            return np.clip(candidate - candidate.mean(), -THETA_LIMIT, THETA_LIMIT), step
+            candidate = candidate - candidate.mean()
+            return (np.clip(candidate, -limit, limit) if limit > 0 else candidate), step
         step /= 2.0
     return theta, 0.0
 
 
 def _update_vertices(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
                      power: np.ndarray, unit_power: bool, damping: float, posterior: np.ndarray,
-                     shift: np.ndarray | None, start: int, stop: int, verts: np.ndarray,
-                     starts: np.ndarray) -> float:
+                     shift: np.ndarray | None, pair_power: float, start: int, stop: int,
+                     verts: np.ndarray, starts: np.ndarray) -> float:
     """Update vertices ``verts`` of one colour class, whose half-edges are ``[start, stop)``
     with ``starts`` each vertex's first (relative to ``start``); see :func:`sweep`. Returns
     the sum over them of the largest change of a posterior entry."""
     # np.take, not out[:, index]: fancy indexing returns a Fortran-ordered array here,
     # on which every reduction over the labels is slow again.
-    incoming = pairwise_message(np.take(out, graph.twin[start:stop], axis=1), theta,
-                                None if shift is None else shift[start:stop], normalised=True, overwrite=True)
+    sub_shift = None if shift is None else shift[start:stop]
+    if pair_power == 1.0:
+        incoming = pairwise_message(np.take(out, graph.twin[start:stop], axis=1), theta, sub_shift,
+                                    normalised=True, overwrite=True)
+    else:
+        # p_u = (e^{-theta f} m_i m_j)^{1/c_v} (Algorithm 2, last line): the message into v is
+        # p_u(h_v) / m_{v->u}(h_v) = m_{v->u}^{1/c_v - 1} sum_h' (e^{-theta f} m_{w->u}(h'))^{1/c_v}.
+        other = np.take(out, graph.twin[start:stop], axis=1) * np.float32(pair_power)
+        incoming = pairwise_message(other, np.asarray(theta) * pair_power, sub_shift)
+        incoming += np.float32(pair_power - 1.0) * out[:, start:stop]
     logp = np.add.reduceat(incoming, starts, axis=1)
     logp += np.take(unary, verts, axis=1)
     if not unit_power:
@@ -305,10 +321,11 @@ if hasattr(os, "register_at_fork"):  # POSIX only; elsewhere there is no fork
 
 def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
           power: np.ndarray, damping: float, posterior: np.ndarray, shift: np.ndarray | None = None,
-          threads: int = 2) -> float:
+          threads: int = 2, pair_power: float = 1.0) -> float:
     """One sequential sweep over the colour classes, in place on ``out (W, 2E)`` and
     ``posterior (W, n)`` (``unary (W, n)``; ``shift``: see :func:`edge_class_fractions`).
-    ``power (n,)``: exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for the paper's rule).
+    ``power (n,)``: exponent of ``p_v`` (1 for BP, 1/(c_v + A_v) for the paper's rule);
+    ``pair_power``: exponent of ``p_u`` (1 for BP, 1/c_v for the paper's rule).
     ``threads``: 1 or 2 (large colour classes split in two halves). Returns the mean over
     samples of the largest change of a sample's posterior entry.
 
@@ -317,7 +334,7 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
     operations, where a reduction along short rows is many times slower in NumPy."""
     change = 0.0
     unit_power = bool(np.all(power == 1))
-    args = (unary, out, graph, theta, power, unit_power, damping, posterior, shift)
+    args = (unary, out, graph, theta, power, unit_power, damping, posterior, shift, float(pair_power))
     for start, stop, verts, starts in graph.classes:  # a few colour classes, each vectorised
         if threads > 1 and stop - start >= PARALLEL_MIN_HALF_EDGES and len(verts) > 1:
             half = len(verts) // 2

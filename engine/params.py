@@ -17,6 +17,19 @@ from typing import Any
 
 UPDATE_RULES = ("bethe", "convex")
 REGRESSION_FORMS = ("rotation_invariant", "paper")
+UNARY_FORMS = ("plateau", "paper")
+LINE_PRIOR_RULES = ("log_ratio", "armijo")
+PRIOR_SCOPES = ("region", "page")
+ORIENTATION_SCORES = ("contrast", "sharpness")
+FINAL_LABELLINGS = ("profile", "paper")
+PRESETS = ("default", "paper")
+# Choice fields: name -> allowed values.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "update_rule": UPDATE_RULES, "regression": REGRESSION_FORMS, "unary_form": UNARY_FORMS,
+    "line_prior_rule": LINE_PRIOR_RULES, "prior_scope": PRIOR_SCOPES,
+    "orientation_score": ORIENTATION_SCORES, "final_labelling": FINAL_LABELLINGS,
+    "preset_name": PRESETS,
+}
 
 
 class ParameterError(ValueError):
@@ -61,6 +74,10 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "blob_threshold": (0.05, 2.0, True, True),
     "diacritic_height": (0.0, 5.0, True, True),
     "diacritic_fraction": (0.0, 1.0, False, True),
+    "line_prior_step": (0.0, 100.0, False, True),
+    "line_prior_clip": (0.0, 1e6, True, True),
+    "theta_limit": (0.0, 1e6, True, True),
+    "theta_edge_sample": (0, 10**9, True, True),
 }
 
 
@@ -113,6 +130,10 @@ class Parameters:
     orientation_min: float = -40.0
     orientation_max: float = 40.0
     orientation_step: float = 2.5
+    #: Score of an orientation of the filter bank: "contrast" (engine.initial_lines.line_contrast,
+    #: the filtered profile against its blur at the text height) or "sharpness" (paper: "the
+    #: better response on the projection profile", read as sum P^2 / (sum P)^2).
+    orientation_score: str = "contrast"
     #: Search every orientation (-90...90) per region: for multi-oriented pages.
     multi_oriented: bool = False
     #: Without multi_oriented, a region may still take an angle outside orientation_min...max
@@ -126,6 +147,13 @@ class Parameters:
     blob_threshold: float = 1.0
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
+    #: Split a tall blob at the valleys of its row profile (equal bands only where it has
+    #: none); off = the paper's equal bands of at most t_o x H_cc.
+    overlap_valleys: bool = True
+    #: Scale the blob filters (and t_o) to the region's line pitch / 2.5 where its lines are
+    #: regularly spaced much further apart than its components are tall (Arabic hands broken
+    #: into letter groups: H_cc 20 px for lines 100 px apart); off = H_cc, as printed.
+    pitch_line_height: bool = True
     #: Blobs whose ink ratio is under t_r are residual and dropped (paper: 0.08).
     t_r: float = 0.08
     #: Components shorter than diacritic_height x H_cc are diacritics, dots or noise; a blob
@@ -137,6 +165,9 @@ class Parameters:
     #: 50.7 %, moc-train 24.9 -> 25.2 %, ahte, cremma and kraken unchanged.
     diacritic_height: float = 0.5
     diacritic_fraction: float = 0.9
+    #: Drop blobs (stage 6) and lines (stage 8) living on diacritics (the test above). Not in
+    #: the paper, which has only t_r (stage 6) and epsilon (stage 8).
+    remove_diacritic_lines: bool = True
     #: Before EM, pass the initial lines through stage 8's clean-up (surplus and diacritic
     #: lines removed, fragments and duplicates of one text line merged, lines refitted) on the
     #: posterior of the unary alone. The paper starts EM from the raw blob lines; duplicates
@@ -145,6 +176,13 @@ class Parameters:
     # --- stage 7: EM --------------------------------------------------------------------
     #: Plateau of the flattened Gaussian, as a fraction of the interline space S_l.
     r: float = 0.3
+    #: Form of eq. ff2 beyond the plateau: "plateau" = -max(0, |d| - r S)^2 / 2 sigma^2 (the
+    #: Gaussian continues from the plateau's edge, no jump of 0.5 (r S / sigma)^2 nats at it) or
+    #: "paper" = -d^2 / 2 sigma^2 (as printed: full distance beyond r S).
+    unary_form: str = "plateau"
+    #: log pi_l is added to the unary (a mixture weight). The paper has the line probability
+    #: only through theta_l (eq. ff3).
+    prior_in_unary: bool = True
     #: Empirical pairwise moments (same / adjacent / farther line) of Delaunay edges: the mean
     #: over the 54 pages of the development data (resources/moments.json, "moments_page_mean").
     moments: tuple[float, float, float] = (0.9407, 0.0526, 0.0067)
@@ -152,7 +190,8 @@ class Parameters:
     update_rule: str = "bethe"
     #: c_v of Algorithm 2 (convex rule only).
     c_v: float = 1.0
-    #: Damping of message updates in the log domain (0 = none).
+    #: Damping of message updates in the log domain (0 = none; bethe rule only, the convex
+    #: rule is never damped).
     damping: float = 0.5
     #: Message-passing sweeps per E-step at most, and the mean (over samples) largest change of
     #: a posterior entry that ends them.
@@ -160,6 +199,24 @@ class Parameters:
     mp_tolerance: float = 1e-3
     #: Learn the line-probability parameters theta_l by moment matching (paper, "Line probability").
     learn_line_prior: bool = True
+    #: How theta_l is learned: "log_ratio" (theta_l += line_prior_step x log(mean_v p_v(l) / pi_l),
+    #: clipped to +-line_prior_clip; converges in a few sweeps) or "armijo" (paper, Algorithm 2:
+    #: a gradient step on the dual with Armijo backtracking, as for theta_0..2).
+    line_prior_rule: str = "log_ratio"
+    line_prior_step: float = 0.5
+    #: Bound on |theta_l| (0 = none).
+    line_prior_clip: float = 5.0
+    #: pi_l = mean of p_v(l) over the samples of the line's region ("region") or over the
+    #: page's N samples ("page", eq. pline). Per region a one-word region keeps its line
+    #: under epsilon.
+    prior_scope: str = "region"
+    #: Bound on |theta_k| of the pairwise term, nats (0 = none): moments the unary makes
+    #: unreachable send theta to infinity.
+    theta_limit: float = 10.0
+    #: The theta step reads the class fractions of a fixed random sample of this many edges
+    #: (0 = all edges, as printed): the means are within a fraction of a percent at a third of
+    #: the cost per sweep on a page of 140k edges.
+    theta_edge_sample: int = 40_000
     #: M-step form: "rotation_invariant" (principal axis) or "paper" (eq. update1).
     regression: str = "rotation_invariant"
     #: Variance floors: sigma_t >= sigma_t_floor x H_cc, sigma_s >= sigma_s_floor x W_cc.
@@ -207,9 +264,16 @@ class Parameters:
     #: Give the non-text pixels that lie on a line's row (words written over a rule or
     #: touching a frame, kept out of sampling with it) to that line in the final labels.
     label_non_text: bool = True
+    #: Final labelling: "profile" (engine.postprocess.final_labels: cores of the lines' ink
+    #: profiles) or "paper" (section 4.2: a component whose samples agree goes to that line,
+    #: otherwise each pixel to the nearest of its samples' lines; components without a
+    #: labelled sample to the nearest line of their region).
+    final_labelling: str = "profile"
     # --- snapshots ----------------------------------------------------------------------
     #: A snapshot keeps each sample's posterior over its top-k lines.
     snapshot_top_k: int = 4
+    #: The preset these values were loaded from (informative: recorded in the exports).
+    preset_name: str = "default"
     _extra: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -228,7 +292,7 @@ class Parameters:
                 rb = "]" if hi_in else ")"
                 raise ParameterError(f"{name} = {value!r} is outside {lb}{lo}, {hi}{rb}")
         for name in ("seed", "min_speck_area", "min_region_samples", "max_em_iterations",
-                     "mp_max_sweeps", "snapshot_top_k", "label_window"):
+                     "mp_max_sweeps", "snapshot_top_k", "label_window", "theta_edge_sample"):
             if int(getattr(self, name)) != getattr(self, name):
                 raise ParameterError(f"{name} must be a whole number, got {getattr(self, name)!r}")
             object.__setattr__(self, name, int(getattr(self, name)))
@@ -236,13 +300,12 @@ class Parameters:
             raise ParameterError(
                 f"orientation_min ({self.orientation_min}) must not exceed "
                 f"orientation_max ({self.orientation_max})")
-        if self.update_rule not in UPDATE_RULES:
-            raise ParameterError(f"update_rule must be one of {UPDATE_RULES}, got {self.update_rule!r}")
-        if self.regression not in REGRESSION_FORMS:
-            raise ParameterError(
-                f"regression must be one of {REGRESSION_FORMS}, got {self.regression!r}")
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
-                     "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines"):
+                     "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
+                     "remove_diacritic_lines", "prior_in_unary", "overlap_valleys", "pitch_line_height"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -304,6 +367,26 @@ class Parameters:
             raise ParameterError(f"cannot read parameters file {path}: {exc.strerror}") from None
         return cls.from_json(text)
 
+    @classmethod
+    def preset(cls, name: str) -> Parameters:
+        """The named preset: "default" (this class's defaults) or "paper" (every stage as
+        printed, see :data:`PAPER`)."""
+        if name == "default":
+            return cls()
+        if name == "paper":
+            return cls(**{k: v for k, (v, _why) in PAPER.items()}, preset_name="paper")
+        raise ParameterError(f"unknown preset {name!r}; expected one of {PRESETS}")
+
+    def diff(self, other: Parameters) -> list[tuple[str, Any, Any]]:
+        """``(name, self's value, other's value)`` of every field that differs (not ``preset_name``)."""
+        a, b = self.to_dict(), other.to_dict()
+        return [(k, a[k], b[k]) for k in a if k != "preset_name" and a[k] != b[k]]
+
+    def preset_summary(self) -> str:
+        """The preset's name and every field changed from it, e.g. ``paper + update_rule=bethe``."""
+        changed = self.diff(Parameters.preset(self.preset_name))
+        return " + ".join([self.preset_name] + [f"{name}={mine}" for name, mine, _ in changed])
+
     def describe(self) -> str:
         """Every parameter on its own line, for logs and ``--help``-like output."""
         return "\n".join(f"{k} = {v!r}" for k, v in self.to_dict().items())
@@ -316,4 +399,54 @@ PREPARATION_FIELDS = frozenset({
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "merge_initial_lines",
+    "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
 })
+
+
+#: The paper as printed: field -> (value, why the default differs). Walking from ``paper`` to
+#: the default one field at a time is the ablation of docs/paper.md.
+PAPER: dict[str, tuple[Any, str]] = {
+    "page_area": (False, "not in the paper: a dark scanner surround made thousands of specks that set H_cc."),
+    "strip_strokes": (False, "not in the paper: words touching a rule or frame were dropped with it."),
+    "colour_non_text": (False, "not in the paper (off by default too)."),
+    "label_non_text": (False, "not in the paper: words over a rule, kept out of sampling, are given back "
+                              "to their line."),
+    "min_region_samples": (1, "a region of a few samples is too small to fit a line to; it joins the "
+                               "nearest larger one."),
+    "steep_regions": (False, "the paper searches -40..40 deg only; moc-train side notes run at 60-70 deg."),
+    "orientation_score": ("sharpness", "sum P^2 / (sum P)^2 also rewards the angle at which a block is "
+                                       "narrowest (moc_train_11: lines at -25 deg got -40 deg)."),
+    "overlap_valleys": (False, "equal bands cut lines where two touch off-centre; the profile's valleys "
+                               "find the gap."),
+    "pitch_line_height": (False, "on Arabic hands H_cc is a letter group's height, far below the line's."),
+    "merge_initial_lines": (False, "not in the paper: duplicates of one row drifted apart in EM and split it."),
+    "unary_form": ("paper", "as printed, eq. ff2 jumps by 0.5 (r S / sigma_t)^2 nats at the plateau's edge."),
+    "prior_in_unary": (False, "the default weighs each line by pi_l in the unary, as in a mixture (the paper "
+                              "has pi_l only through theta_l)."),
+    "moments": ((0.85, 0.13, 0.02), "the quoted moments do not fit real pages: measured on the dev ground truth."),
+    "update_rule": ("convex", "the printed convex rule tempers the unary by 1 + A_v and EM merges lines "
+                              "(the collapse recorded in tests/test_paper.py)."),
+    "mp_max_sweeps": (100, "the paper runs until converged (no cap given); 10 warm-started sweeps per EM "
+                          "iteration bound the cost."),
+    "line_prior_rule": ("armijo", "the Armijo step on theta_l is slow to match pi_l; the log-ratio step "
+                                  "converges in a few sweeps."),
+    "line_prior_clip": (0.0, "bounds theta_l so that a line with no mass cannot push it to infinity."),
+    "prior_scope": ("page", "per region, a one-word region keeps its line under epsilon."),
+    "theta_limit": (0.0, "moments the unary cannot reach send theta to infinity."),
+    "theta_edge_sample": (0, "a fixed sample of 40k edges gives the moments to a fraction of a percent "
+                             "at a third of the cost."),
+    "regression": ("paper", "eq. update1 fits y on x; pages and regions at an angle need the principal axis."),
+    "sigma_t_floor": (0.01, "variance floors keep a line fitted to one word from collapsing (0.01 is the "
+                            "smallest allowed, the paper has none)."),
+    "sigma_s_floor": (0.01, "as sigma_t_floor."),
+    "candidate_nats": (1e4, "lines 30 nats below a sample's best carry no information; the floor keeps "
+                            "messages finite (1e4: no floor in practice)."),
+    "label_window": (0, "each sample sees 5 consecutive lines around its best: a sweep costs O(E W), not "
+                       "O(E L); 5 scored as well as 9 at 20 % less CPU."),
+    "max_em_iterations": (50, "pages still moving after 15 iterations oscillate; 50 cost 3x the time for "
+                              "the same FM."),
+    "kl_tolerance": (1e-4, "the KL wanders at 1e-4..1e-3 while theta settles; 1e-3 stopped earlier with "
+                           "more matches."),
+    "label_tolerance": (0.0, "not in the paper: EM also stops when almost no sample changes its line."),
+    "final_labelling": ("paper", "the paper's rule lost 2-9 % of every AHTE line (strokes crossing the gap)."),
+}

@@ -476,11 +476,72 @@ def nearest_line(xy: np.ndarray, lines: LineSet) -> np.ndarray:
     return arg
 
 
+def paper_labels(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
+                 sample_region: np.ndarray, lines: LineSet, sample_labels: np.ndarray) -> np.ndarray:
+    """Pixel label map int32 ``(H, W)`` by the paper's rule (section 4.2; 0 = background,
+    k = line k-1): a component whose labelled samples all choose one line goes to it whole;
+    one whose samples disagree has each pixel go to the nearest (across distance, plus
+    distance beyond the ends) of the lines its samples chose; a component without a labelled
+    sample goes to the nearest line of the region of the sample closest to its centroid.
+    ``components`` (H, W) int component ids (0 = background), ``samples (N, 2)`` x, y pixels."""
+    n_comp = int(components.max()) if components.size else 0
+    if len(lines) == 0 or n_comp == 0:
+        return np.zeros(components.shape, np.int32)
+    has = sample_labels >= 0
+    width = len(lines)
+    keys = sorted_unique(sample_component[has].astype(np.int64) * width + sample_labels[has])
+    pairs = np.stack([keys // width, keys % width], axis=1)
+    n_labels = np.bincount(pairs[:, 0], minlength=n_comp + 1)
+    max_c = max(int(n_labels.max()), 1)
+    cand = np.full((n_comp + 1, max_c), -1, np.int64)
+    rank = np.arange(len(pairs)) - np.searchsorted(pairs[:, 0], pairs[:, 0])
+    cand[pairs[:, 0], rank] = pairs[:, 1]
+    lut = np.zeros(n_comp + 1, np.int32)
+    lut[n_labels == 1] = cand[n_labels == 1, 0] + 1
+    ink = np.flatnonzero(components.ravel() > 0)
+    ink_comp = components.ravel()[ink]
+    ys, xs = np.divmod(ink, components.shape[1])
+    xy = np.stack([xs, ys], axis=1).astype(np.float64)
+    orphan = n_labels == 0
+    orphan[0] = False
+    if orphan.any() and len(samples):
+        count = np.bincount(ink_comp, minlength=n_comp + 1).astype(np.float64)
+        centre = np.stack([np.bincount(ink_comp, weights=xy[:, k], minlength=n_comp + 1)
+                           for k in range(2)], axis=1) / np.maximum(count, 1.0)[:, None]
+        ids = np.flatnonzero(orphan)
+        _, near = cKDTree(samples).query(centre[ids], k=1)
+        region = sample_region[near]
+        for r in np.unique(region):  # regions: a few
+            own = np.flatnonzero(lines.region == r)
+            at = ids[region == r]
+            if len(own):
+                lut[at] = own[nearest_line(centre[at], lines.take(own))] + 1
+            else:
+                lut[at] = nearest_line(centre[at], lines) + 1
+    labels = lut[components]
+    split = (n_labels > 1)[ink_comp]
+    if split.any():  # each pixel to the nearest of the lines its component's samples chose
+        cid = ink_comp[split]
+        forms = _line_forms(lines)
+        dist = np.full((len(cid), max_c), np.inf)
+        for k in range(max_c):  # a few candidate slots, each vectorised over pixels
+            line = cand[cid, k]
+            valid = line >= 0
+            dist[valid, k] = _distance(xy[split][valid], lines, line[valid], forms)
+        best = cand[cid, np.argmin(dist, axis=1)]
+        labels.ravel()[ink[split]] = (best + 1).astype(np.int32)
+    return labels.astype(np.int32)
+
+
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segmentation:
     """Stage 8 on the state of ``snapshot``: returns the pixel labels and the final lines."""
     final, sample_labels = consolidate_lines(prep, snapshot, params, split=True)
     # final_labels gives an all-background map when no line survived.
-    labels = final_labels(prep, final, sample_labels)
+    if params.final_labelling == "paper":
+        labels = paper_labels(prep.components, prep.samples, prep.sample_component, prep.sample_region,
+                              final, sample_labels)
+    else:
+        labels = final_labels(prep, final, sample_labels)
     if params.label_non_text and len(final) and (prep.non_text is not None or prep.faint is not None):
         label_non_text(labels, prep, final)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
@@ -554,7 +615,7 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
     n_all = np.bincount(labels[has], minlength=len(lines))
     n_small = np.bincount(labels[has & small], minlength=len(lines))
     residual = n_small > params.diacritic_fraction * np.maximum(n_all, 1)
-    if residual.any() and (keep & ~residual).any():
+    if params.remove_diacritic_lines and residual.any() and (keep & ~residual).any():
         keep &= ~residual
         labels = reassign(snapshot, keep)
     rot_inv = lines.rotation_invariant

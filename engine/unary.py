@@ -1,7 +1,12 @@
-"""The unary term: flattened-Gaussian local fitting (paper eq. ff2) plus the line prior.
+"""The unary term: flattened-Gaussian local fitting (eq. ff2) plus the line prior.
 
-``log psi_v(l) = -max(0, |d_t| - r S_l)^2 / (2 sigma_t^2) - d_s^2 / (2 sigma_s^2)
-                 - log(2 pi sigma_t sigma_s) + log pi_l - theta_l``
+``log psi_v(l) = -D(d_t)^2 / (2 sigma_t^2) - d_s^2 / (2 sigma_s^2)
+                 - log(2 pi sigma_t sigma_s) [+ log pi_l] - theta_l``
+
+with ``D(d) = max(0, |d| - r S_l)`` (form "plateau", the default: the Gaussian continues from
+the plateau's edge) or ``D(d) = |d| if |d| > r S_l else 0`` (form "paper", eq. ff2 as printed,
+which jumps by ``(r S_l)^2 / 2 sigma_t^2`` nats at the edge); ``log pi_l`` only with
+``prior_in_unary`` (not in the paper, where the line probability enters through theta_l).
 
 ``d_t`` is the distance across line ``l`` (vertical in the paper form, perpendicular in the
 rotation-invariant form), ``d_s`` the distance along it from its centre ``c``; the plateau of
@@ -53,13 +58,15 @@ def interline_space(lines: LineSet, default: float, min_gap: float = 0.0) -> np.
 
 
 def log_unary(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
-              line_bias: np.ndarray | None = None) -> np.ndarray:
-    """``log psi_v(l)`` for points ``uv (n, 2)`` in the lines' region frame: ``(n, L)`` float32."""
-    return log_unary_by_line(uv, lines, space, r, line_bias).T
+              line_bias: np.ndarray | None = None, form: str = "plateau", prior: bool = True) -> np.ndarray:
+    """``log psi_v(l)`` for points ``uv (n, 2)`` in the lines' region frame: ``(n, L)`` float32
+    (``form``, ``prior``: see the module's docstring)."""
+    return log_unary_by_line(uv, lines, space, r, line_bias, form, prior).T
 
 
 def log_unary_by_line(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
-                      line_bias: np.ndarray | None = None) -> np.ndarray:
+                      line_bias: np.ndarray | None = None, form: str = "plateau",
+                      prior: bool = True) -> np.ndarray:
     """:func:`log_unary` label-major, ``(L, n)`` float32 C-ordered, as EM's message passing
     stores it. Computed in float32 (a thousandth of a pixel at 4000 px, far below sampling),
     one line per row so that every operation runs over contiguous samples."""
@@ -78,15 +85,21 @@ def log_unary_by_line(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: floa
         d_s = np.broadcast_to(u, d_t.shape).copy()
     d_s -= lines.c.astype(f32)[:, None]
     np.abs(d_t, out=d_t)
-    d_t -= (r * space).astype(f32)[:, None]
-    np.maximum(d_t, 0.0, out=d_t)
+    plateau = (r * space).astype(f32)[:, None]
+    if form == "paper":
+        d_t[d_t <= plateau] = 0.0
+    else:
+        d_t -= plateau
+        np.maximum(d_t, 0.0, out=d_t)
     out = d_t
     out *= out
     out *= (-0.5 / lines.sigma_t**2).astype(f32)[:, None]
     d_s *= d_s
     d_s *= (0.5 / lines.sigma_s**2).astype(f32)[:, None]
     out -= d_s
-    const = -(_LOG_2PI + np.log(lines.sigma_t * lines.sigma_s)) + np.log(np.maximum(lines.prior, 1e-12))
+    const = -(_LOG_2PI + np.log(lines.sigma_t * lines.sigma_s))
+    if prior:
+        const = const + np.log(np.maximum(lines.prior, 1e-12))
     if line_bias is not None:
         const = const - line_bias
     out += const.astype(f32)[:, None]

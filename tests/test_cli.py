@@ -272,6 +272,27 @@ def test_report_option_and_params_in_json(capsys, tmp_path, fake_engine) -> None
     assert meta["parameters"]["damping"] == 0.2 and meta["seed"] == 7
 
 
+def test_preset_paper_in_segment_params_and_diff(capsys, tmp_path, fake_engine) -> None:
+    """--preset paper reaches the JSON output (parameters and "preset") and the PAGE metadata;
+    'params --preset paper' prints the preset; 'params --diff paper' lists every differing
+    switch once, each with its reason."""
+    page = write_page(tmp_path / "p.png")
+    code, _, _ = run(capsys, "segment", page, "-o", tmp_path / "out", "--preset", "paper")
+    assert code == 0
+    meta = json.loads((tmp_path / "out" / "p.json").read_text())
+    assert meta["preset"] == "paper" and meta["parameters"]["update_rule"] == "convex"
+    assert "parameter preset: paper" in (tmp_path / "out" / "p.page.xml").read_text()
+    code, out, _ = run(capsys, "params", "--preset", "paper")
+    assert code == 0 and Parameters.from_json(out) == Parameters.preset("paper")
+    code, out, _ = run(capsys, "params", "--diff", "paper")
+    rows = out.strip().splitlines()
+    assert code == 0 and len(rows) == len(Parameters().diff(Parameters.preset("paper")))
+    assert all("  # " in row for row in rows)
+    assert any(row.startswith('unary_form: "plateau" -> "paper"') for row in rows)
+    code, _, err = run(capsys, "params", "--preset", "paper", "--params", tmp_path / "x.json")
+    assert code == 2 and "exclusive" in err
+
+
 # --- interruption ------------------------------------------------------------------------------------
 
 

@@ -505,17 +505,21 @@ def test_learn_theta_armijo_never_increases_dual():
 # --------------------------------------------------------------------------- unary
 
 
-def test_unary_plateau():
-    """Within r x S_l of the line the across-term is flat (same log-unary as on the line); beyond it
-    the log-unary decreases."""
+@pytest.mark.parametrize("form", ["plateau", "paper"])
+def test_unary_plateau(form: str):
+    """Within r x S_l of the line the across-term is flat (same log-unary as on the line);
+    beyond it the log-unary drops by (|d| - r S)^2 / 2 sigma^2 (form "plateau", the default)
+    or by the full d^2 / 2 sigma^2 (form "paper", eq. ff2 as printed): 0.5 vs 3.125 nats at
+    d = 10, r S = 6, sigma = 4."""
     lines = _lineset([0.0], [100.0], [50.0], [4.0], [80.0])
     space, r = np.array([20.0]), 0.3  # plateau half-width 6 px
     uv = np.array([[50.0, 100.0], [50.0, 105.0], [50.0, 94.5], [50.0, 110.0]])
-    u = log_unary(uv, lines, space, r)[:, 0]
+    u = log_unary(uv, lines, space, r, form=form)[:, 0]
     assert u[1] == pytest.approx(u[0], abs=1e-6) and u[2] == pytest.approx(u[0], abs=1e-6)
-    assert u[3] < u[0]
-    expected_drop = (10.0 - 6.0) ** 2 / (2 * 4.0**2)
+    expected_drop = {"plateau": (10.0 - 6.0) ** 2, "paper": 10.0**2}[form] / (2 * 4.0**2)
     assert u[0] - u[3] == pytest.approx(expected_drop, rel=1e-4)
+    # Parameters.unary_form selects the form (default: plateau; the paper preset: as printed).
+    assert Parameters().unary_form == "plateau" and Parameters.preset("paper").unary_form == "paper"
 
 
 def test_interline_space_of_parallel_lines():

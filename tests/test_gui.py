@@ -552,6 +552,25 @@ def test_parameters_validate_and_persist(qtbot: object, window: MainWindow, page
     assert panel.params == Parameters()
 
 
+def test_preset_box_loads_the_paper_and_the_header_names_it(qtbot: object, window: MainWindow,
+                                                             page_path: str) -> None:
+    """Choosing "paper" loads every value of the preset into the fields; a switch can then be
+    flipped alone; the run's header names the preset it ran with."""
+    panel = window.param_panel
+    panel.preset.setCurrentText("paper")
+    assert panel.params == Parameters.preset("paper")
+    assert panel.editors["unary_form"].currentText() == "paper"
+    assert panel.editors["label_window"].text() == "0"
+    panel.editors["update_rule"].setCurrentText("bethe")
+    assert [d[0] for d in panel.params.diff(Parameters.preset("paper"))] == ["update_rule"]
+    open_and_prepare(qtbot, window, page_path)
+    run_to_end(qtbot, window)
+    assert window.session.run_params.preset_name == "paper"
+    assert "preset paper + update_rule=bethe" in window.lines_title.text()
+    panel.reset_defaults()
+    assert panel.preset.currentText() == "default" and panel.params == Parameters()
+
+
 def test_parameters_saved_against_other_defaults_are_not_restored(qtbot: object, tmp_path: Path) -> None:
     from tlgui.window import defaults_fingerprint
 

@@ -19,6 +19,11 @@ def test_defaults_are_valid_and_follow_the_paper() -> None:
     assert p.orientation_range == (-40.0, 40.0)
     assert Parameters(multi_oriented=True).orientation_range == (-90.0, 90.0)
     assert abs(sum(p.moments) - 1.0) < 1e-3
+    # Section 5.1 values the default keeps; K and the iteration cap differ (docs/paper.md).
+    assert (p.r, p.epsilon, p.t_o, p.t_r, p.c_v) == (0.3, 1e-3, 2.0, 0.08, 1.0)
+    assert (p.kl_tolerance, p.max_em_iterations) == (1e-3, 15)
+    assert (p.unary_form, p.line_prior_rule, p.final_labelling, p.preset_name) == (
+        "plateau", "log_ratio", "profile", "default")
 
 
 @pytest.mark.parametrize(("name", "value"), [

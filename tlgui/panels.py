@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.model import LineSet
-from engine.params import PREPARATION_FIELDS, ParameterError, Parameters
+from engine.params import CHOICES, PREPARATION_FIELDS, PRESETS, ParameterError, Parameters
 
 from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, LINE_COLOURS, POSTERIOR_MODES, line_colour
 from .session import lines_table
@@ -183,7 +183,6 @@ class LineTable(QTableView):
 
 # --------------------------------------------------------------------------------------------- params
 
-_CHOICES = {"update_rule": ("bethe", "convex"), "regression": ("rotation_invariant", "paper")}
 #: Significant digits of a float parameter in its field (the value itself keeps all of them).
 SHOWN_DIGITS = 4
 
@@ -216,6 +215,15 @@ class ParameterPanel(QScrollArea):
         body = QWidget()
         outer = QVBoxLayout(body)
         self.form = QFormLayout()
+        # A preset loads all its values into the fields (then each field can be flipped).
+        self.preset = QComboBox()
+        self.preset.setObjectName("param-preset")
+        self.preset.addItems(list(PRESETS))
+        self.preset.setCurrentText(params.preset_name)
+        self.preset.setToolTip("default: the engine's defaults; paper: every stage as printed "
+                               "(tlseg params --diff paper lists the switches)")
+        self.preset.currentTextChanged.connect(self.load_preset)
+        self.form.addRow("preset", self.preset)
         outer.addLayout(self.form)
         self.message = QLabel("")
         self.message.setWordWrap(True)
@@ -233,12 +241,12 @@ class ParameterPanel(QScrollArea):
         self.shown: dict[str, tuple[str, Any]] = {}
         defaults = Parameters()
         for f in fields(Parameters):
-            if f.name == "_extra":
+            if f.name in ("_extra", "preset_name"):  # preset_name: the preset box above
                 continue
             value = getattr(params, f.name)
-            if f.name in _CHOICES:
+            if f.name in CHOICES:
                 editor = QComboBox()
-                editor.addItems(list(_CHOICES[f.name]))
+                editor.addItems(list(CHOICES[f.name]))
                 editor.setCurrentText(value)
                 editor.currentTextChanged.connect(self._on_edit)
             elif isinstance(getattr(defaults, f.name), bool):
@@ -262,7 +270,7 @@ class ParameterPanel(QScrollArea):
         editor.setText(text)
 
     def values(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"preset_name": self.preset.currentText()}
         for name, editor in self.editors.items():
             if isinstance(editor, QComboBox):
                 out[name] = editor.currentText()
@@ -308,6 +316,9 @@ class ParameterPanel(QScrollArea):
             self.message.setText("")
 
     def set_params(self, params: Parameters) -> None:
+        self.preset.blockSignals(True)
+        self.preset.setCurrentText(params.preset_name)
+        self.preset.blockSignals(False)
         for name, editor in self.editors.items():
             value = getattr(params, name)
             editor.blockSignals(True)
@@ -322,6 +333,10 @@ class ParameterPanel(QScrollArea):
 
     def reset_defaults(self) -> None:
         self.set_params(Parameters())
+
+    def load_preset(self, name: str) -> None:
+        """Load every value of preset ``name`` into the fields."""
+        self.set_params(Parameters.preset(name))
 
     def to_json(self) -> str:
         return json.dumps(self.params.to_dict(), sort_keys=True)

@@ -1237,7 +1237,8 @@ class MainWindow(QMainWindow):
             return
         sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
         self.slider_label.setText(f"{self.session.current + 1}/{n} · it {snap.iteration}{sweep}")
-        self.lines_title.setText(f"Lines at iteration {snap.iteration}{sweep}")
+        preset = self.session.run_params.preset_summary() if self.session.run_params else "default"
+        self.lines_title.setText(f"Lines at iteration {snap.iteration}{sweep} · preset {preset}")
         self.status_iter.setText(f"iteration {snap.iteration}{sweep}")
         self.status_lines.setText(f"{len(snap.lines)} lines")
 
@@ -1500,7 +1501,8 @@ class MainWindow(QMainWindow):
             elif kind == "dat":
                 engine_export.write_dat(path, seg.labels)
             elif kind == "page_xml":
-                engine_export.write_page_xml(path, seg, Path(page_path).name, seg.labels.shape)
+                engine_export.write_page_xml(path, seg, Path(page_path).name, seg.labels.shape,
+                                             params.preset_name)
             elif kind == "alto_xml":
                 engine_export.write_alto_xml(path, seg, Path(page_path).name, seg.labels.shape)
             elif kind == "json":
