@@ -121,15 +121,17 @@ def redraw_times(window: Any, all_layers: bool = True) -> list[float]:
     return times
 
 
-def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 1000)) -> dict[str, Any]:
-    """Open ``page`` in a window, run to the end with the gap probe on; report the figures."""
+def _probed_window(size: tuple[int, int]) -> tuple[Any, tempfile.TemporaryDirectory, Any, GapProbe]:
+    """A shown main window with its own settings folder, the gap probe on it and its paints
+    timed: (the application, kept alive while measuring; the settings folder, cleaned up by
+    the caller; the window; the probe). The window's first layout and paint are not measured."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from .window import MainWindow
 
-    _app = QApplication.instance() or QApplication(sys.argv[:1])  # kept alive while measuring
+    app = QApplication.instance() or QApplication(sys.argv[:1])
     settings_dir = tempfile.TemporaryDirectory(prefix="tlgui-probe-")
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, settings_dir.name)
     window = MainWindow()
@@ -137,7 +139,13 @@ def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 10
     window.show()
     probe = GapProbe(label=window.status_stage.text)
     _time_paints(window)
-    wait_until(lambda: False, 0.5)  # the window's first layout and paint are not measured
+    wait_until(lambda: False, 0.5)
+    return app, settings_dir, window, probe
+
+
+def measure(page: str, timeout: float = 900.0, size: tuple[int, int] = (1600, 1000)) -> dict[str, Any]:
+    """Open ``page`` in a window, run to the end with the gap probe on; report the figures."""
+    _app, settings_dir, window, probe = _probed_window(size)
     window.slow_handlers.clear()
     t0 = time.perf_counter()
     window.open_page(page)
@@ -202,22 +210,9 @@ def measure_document(folder: str, timeout: float = 1800.0, browse_s: float = 3.0
     """Open ``folder`` as a document, "Run all" and go to the next page every ``browse_s``
     seconds until every page ran, with the gap probe on; report the figures.  The outputs
     go to the throw-away settings folder's results (unless ``folder`` holds tlseg outputs)."""
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
-
     from .document import DONE, FAILED
-    from .window import MainWindow
 
-    _app = QApplication.instance() or QApplication(sys.argv[:1])
-    settings_dir = tempfile.TemporaryDirectory(prefix="tlgui-probe-")
-    QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, settings_dir.name)
-    window = MainWindow()
-    window.resize(*size)
-    window.show()
-    probe = GapProbe(label=window.status_stage.text)
-    _time_paints(window)
-    wait_until(lambda: False, 0.5)
+    _app, settings_dir, window, probe = _probed_window(size)
     window.open_document([folder])
     ok = wait_until(lambda: bool(window.document.pages) and not window.is_busy(), timeout)
     window.slow_handlers.clear()
