@@ -571,6 +571,32 @@ def test_preset_box_loads_the_paper_and_the_header_names_it(qtbot: object, windo
     assert panel.preset.currentText() == "default" and panel.params == Parameters()
 
 
+def test_flip_one_switch_reruns_from_the_same_preparation(qtbot: object, window: MainWindow,
+                                                          page_path: str) -> None:
+    """An EM-only switch (``unary_form``) re-runs EM on the preparation already made, and the
+    run's header and parameters carry the switch; a stage 1-6 switch (``orientation_score``,
+    marked ◆) prepares the page again first."""
+    panel = window.param_panel
+    open_and_prepare(qtbot, window, page_path)
+    run_to_end(qtbot, window)
+    prep = window.session.prep
+    first_labels = window.session.segmentation.labels.copy()
+    panel.editors["unary_form"].setCurrentText("paper")
+    assert not panel.needs_preparation()
+    run_to_end(qtbot, window)
+    assert window.session.prep is prep  # no new preparation came back
+    assert window.session.run_params.unary_form == "paper"
+    assert "preset default + unary_form=paper" in window.lines_title.text()
+    assert window.session.segmentation.labels.shape == first_labels.shape
+    assert "◆" in panel.form.labelForField(panel.editors["orientation_score"]).text()
+    panel.editors["orientation_score"].setCurrentText("sharpness")
+    assert panel.needs_preparation()
+    run_to_end(qtbot, window)
+    assert window.session.prep is not prep
+    assert window.session.prep.params.orientation_score == "sharpness"
+    assert not panel.needs_preparation()
+
+
 def test_parameters_saved_against_other_defaults_are_not_restored(qtbot: object, tmp_path: Path) -> None:
     from tlgui.window import defaults_fingerprint
 
