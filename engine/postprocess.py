@@ -27,6 +27,12 @@ from .unary import interline_space
 
 #: How far across its line (in H_cc) a non-text pixel may lie and still be given to it.
 NON_TEXT_REACH = 1.0
+#: How far beyond its line's end (in W_cc, a component's typical width) a non-text pixel may
+#: lie and still be given to it: a word at the end of a row that touches a frame or a cloud
+#: leaves the ink with it, so no sample holds the line's extent out to it (poilus AN_0056-0,
+#: AN_0232-0: 14-16 % of the failing lines' writing). 1 and 2 W_cc match the same lines on
+#: poilus-dev, cremma20 and kraken-sample.
+NON_TEXT_BEYOND = 1.0
 
 
 def surviving_lines(snapshot: Snapshot, epsilon: float) -> np.ndarray:
@@ -565,7 +571,7 @@ def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:
 def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet) -> None:
     """Give the non-text and faint pixels on the page (``prep.non_text``, ``prep.faint``)
     that lie on a line's row to that line, in place in ``labels`` ``(H, W)``: each to its nearest line when within
-    ``NON_TEXT_REACH`` x H_cc across it and not beyond its ends.
+    ``NON_TEXT_REACH`` x H_cc across it and ``NON_TEXT_BEYOND`` x W_cc beyond its ends.
 
     Non-text ink was kept out of sampling so that rules, frames and flourishes would not
     make lines of their own or join rows; but words written over a rule or touching a frame
@@ -590,7 +596,7 @@ def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet) -> Non
     xy = np.stack([xs, ys], axis=1).astype(np.float64)
     idx = nearest_line(xy, lines)
     d_t, beyond = _signed_distance(xy, lines, idx)
-    near = (np.abs(d_t) <= NON_TEXT_REACH * prep.stats.h_cc) & (beyond <= 0.0)
+    near = (np.abs(d_t) <= NON_TEXT_REACH * prep.stats.h_cc) & (beyond <= NON_TEXT_BEYOND * prep.stats.w_cc)
     flat[pix[near]] = (idx[near] + 1).astype(np.int32)
 
 

@@ -4,12 +4,17 @@ of the strokes that the final labels take."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import cv2
 import numpy as np
+import pytest
 
 from engine.components import component_boxes, component_stats, solid_bars
-from engine.ink import _strip_long_strokes, label_components, stroke_rims
-from engine.postprocess import grow_labels
+from engine.ink import _strip_long_strokes, find_ink, label_components, line_unit, spans_rows, stroke_rims
+from engine.model import LineSet, Page
+from engine.params import Parameters
+from engine.postprocess import grow_labels, label_non_text
 
 H_TEXT = 30.0
 
@@ -108,3 +113,72 @@ def test_grow_labels_fills_the_rims_from_the_adjacent_stroke() -> None:
     grow_labels(labels, into, 2)
     assert (labels[3:10, 3:17] == 1).all() and (labels[10:17, 23:37] == 2).all()
     assert labels[0, 39] == 0
+
+
+def test_spans_rows_is_taller_than_three_line_heights() -> None:
+    # OpenCV stats rows (x, y, w, h, area): the background, a cloud round two rows, a word of
+    # a note written up the margin, a word, a long flat word.
+    stats = np.array([[0, 0, 800, 400, 0], [0, 0, 400, 100, 900], [0, 0, 30, 150, 600],
+                      [0, 0, 120, 40, 700], [0, 0, 300, 45, 1500]])
+    assert spans_rows(stats, 30.0).tolist() == [False, True, True, False, False]
+    assert spans_rows(stats, 40.0).tolist() == [False, False, True, False, False]
+
+
+def _rows_of_letters(pitch: int, height: int, n_rows: int = 8, width: int = 900) -> np.ndarray:
+    """Ink (bool) with ``n_rows`` rows of letter-like rings ``height`` px tall, ``pitch`` apart."""
+    img = np.zeros((pitch * (n_rows + 1), width), np.uint8)
+    for r in range(n_rows):
+        for i in range(width // 45 - 1):
+            cv2.ellipse(img, (30 + i * 45, pitch * (r + 1)), (12, height // 2), 0, 0, 360, 1, 3)
+    return img > 0
+
+
+def test_line_unit_is_the_text_height_unless_rows_lie_much_further_apart() -> None:
+    # Latin: rows 60 px apart, letters 30 px tall -> the text height.
+    assert line_unit(_rows_of_letters(60, 30), 30.0) == 30.0
+    # Arabic letter groups 20 px tall on rows 100 px apart -> pitch / 2.5 = 40 px.
+    arabic = _rows_of_letters(100, 20)
+    assert line_unit(arabic, 20.0) == pytest.approx(40.0, abs=1.0)
+    # Specks all over the page move neither.
+    rng = np.random.default_rng(0)
+    specks = arabic.copy()
+    specks[rng.integers(0, specks.shape[0], 3000), rng.integers(0, specks.shape[1], 3000)] = True
+    assert line_unit(specks, 20.0) == pytest.approx(40.0, abs=1.0)
+
+
+def test_a_cloud_round_two_rows_is_stripped_and_its_words_stay() -> None:
+    # Two rows of rings 30 px tall, 60 px apart, and a loop drawn round both (120 px tall: four
+    # text heights, too short to be dropped as non-text) touching each row's first and last
+    # ring: one component. Its long top and bottom runs are stripped, the rings stay ink.
+    gray = np.full((400, 1400), 235, np.uint8)  # the loop under 1/1.5 of the width: kept
+    for y in (160, 220):
+        for i in range(18):
+            cv2.ellipse(gray, (60 + i * 45, y), (12, 15), 0, 0, 360, 20, 3)
+    cv2.rectangle(gray, (49, 130), (835, 250), 20, 3)
+    labels, _ = label_components(gray < 128)
+    assert labels.max() == 1 + 2 * 16  # the loop with the 4 rings it touches, and the rest
+    found = find_ink(Page(gray=gray, bilevel=False), Parameters())
+    assert found.non_text[129:132, 100:800].all() and found.non_text[249:252, 100:800].all()
+    rings = np.zeros(gray.shape, bool)
+    for y in (160, 220):
+        rings[y - 10:y + 10, 100:800] = gray[y - 10:y + 10, 100:800] < 128
+    assert found.ink[rings].all()
+    assert not found.ink[129:132, 100:800].any()
+
+
+def test_non_text_pixels_go_to_the_line_on_their_row_up_to_a_word_beyond_its_end() -> None:
+    # One line along y = 100, its extent 2 sigma_s = 100 px either side of x = 200; H_cc 30,
+    # W_cc 60. Non-text pixels on its row 30 px past its end (a word touching a frame there)
+    # take it; 120 px past it (two words away) or 45 px across it (the next row's) do not.
+    line = LineSet(np.array([0.0]), np.array([100.0]), np.array([200.0]), np.array([8.0]),
+                   np.array([50.0]), np.array([1.0]), np.zeros(1, np.int32), np.zeros(1), True)
+    non_text = np.zeros((200, 500), bool)
+    non_text[98:102, 328:332] = True  # 30 px beyond the end
+    non_text[98:102, 418:422] = True  # 120 px beyond
+    non_text[143:147, 200:204] = True  # 45 px across
+    prep = SimpleNamespace(non_text=non_text, faint=None, page_area=None,
+                           stats=SimpleNamespace(h_cc=30.0, w_cc=60.0))
+    labels = np.zeros((200, 500), np.int32)
+    label_non_text(labels, prep, line)
+    assert (labels[98:102, 328:332] == 1).all()
+    assert not labels[98:102, 418:422].any() and not labels[143:147, 200:204].any()
