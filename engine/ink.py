@@ -10,7 +10,6 @@ import numpy as np
 
 from .arrays import nonzero_index
 from .components import weighted_median
-from .initial_lines import PITCH_PER_LINE_HEIGHT, line_pitch
 from .model import Page
 from .params import Parameters
 
@@ -36,11 +35,11 @@ SPREAD_PAGE = 0.25
 RULE_CROSSING = 0.15
 #: How far (pixels) a scan blurs a stroke's edge into the paper: 1-3 pixels at 300 dpi.
 RIM_REACH = 2
-#: A component taller than this many line heights spans two rows of writing (a row's height
-#: plus a pitch of about two line heights): rows joined by a cloud or a frame drawn round
-#: them, a flourish, a note written up the margin, a signature. Its long straight strokes are
-#: stripped like a rule's. Measured on poilus-dev (FM %): none 50.7, 2 -> 53.4, 3 -> 55.9,
-#: 5 -> 53.9 (each better than none).
+#: A component taller than this many text heights spans two rows of writing (a row's height
+#: plus a pitch of about two text heights) or runs across them: rows joined by a cloud or a
+#: frame drawn round them, a flourish, a note written up the margin, a signature. Its long
+#: straight strokes are stripped like a rule's. Measured on poilus-dev (FM %): none 50.7,
+#: 2 -> 53.4, 3 -> 55.9, 5 -> 53.9 (each better than none).
 ROW_SPAN = 3.0
 
 
@@ -230,8 +229,7 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
             # to the text in one region, at the notes' angle. Not on bilevel pages: there
             # (AHTE's binarised Arabic) the tall components are side notes written upwards,
             # whose straight runs are the script's own baseline (1 + 4 lines lost).
-            unit = line_unit(labels > 0, h_text)
-            dropped = np.union1d(dropped, np.flatnonzero(keep & spans_rows(stats, unit)))
+            dropped = np.union1d(dropped, np.flatnonzero(keep & spans_rows(stats, max(h_text, 8.0))))
         if len(dropped):
             # A component dropped as non-text often carries text: words touching a rule, a
             # frame, a fold or the page's edge. Strip its long straight strokes and give the
@@ -265,23 +263,12 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
                      page_area=area, non_text=non_text, faint=faint)
 
 
-def spans_rows(stats: np.ndarray, unit: float) -> np.ndarray:
-    """Which components ``(n+1,)`` (OpenCV ``stats``) are taller than ``ROW_SPAN`` line
-    heights ``unit`` (pixels); entry 0, the background, False."""
-    out = stats[:, 3] > ROW_SPAN * unit
+def spans_rows(stats: np.ndarray, h_text: float) -> np.ndarray:
+    """Which components ``(n+1,)`` (OpenCV ``stats``) are taller than ``ROW_SPAN`` text
+    heights ``h_text`` (pixels); entry 0, the background, False."""
+    out = stats[:, 3] > ROW_SPAN * h_text
     out[0] = False
     return out
-
-
-def line_unit(ink: np.ndarray, h_text: float) -> float:
-    """The height of a line of writing (pixels) on a page of ``ink`` (bool ``(H, W)``): the
-    text height ``h_text``, checked against the pitch of the page's row profile. Where the
-    rows lie regularly further apart than 2.5 text heights (Arabic hands broken into letter
-    groups: 20 px for rows 100 px apart) it is pitch / 2.5, as for the filter bank
-    (:func:`engine.initial_lines.line_height`); specks cannot move the pitch."""
-    h_text = max(h_text, 8.0)
-    pitch = line_pitch(ink.sum(axis=1), 1.2 * h_text, 20.0 * h_text)
-    return max(h_text, pitch / PITCH_PER_LINE_HEIGHT) if np.isfinite(pitch) else h_text
 
 
 def stroke_rims(gray: np.ndarray, ink: np.ndarray, paper: np.ndarray, reach: int = RIM_REACH

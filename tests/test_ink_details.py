@@ -8,10 +8,9 @@ from types import SimpleNamespace
 
 import cv2
 import numpy as np
-import pytest
 
 from engine.components import component_boxes, component_stats, solid_bars
-from engine.ink import _strip_long_strokes, find_ink, label_components, line_unit, spans_rows, stroke_rims
+from engine.ink import _strip_long_strokes, find_ink, label_components, spans_rows, stroke_rims
 from engine.model import LineSet, Page
 from engine.params import Parameters
 from engine.postprocess import grow_labels, label_non_text
@@ -115,35 +114,13 @@ def test_grow_labels_fills_the_rims_from_the_adjacent_stroke() -> None:
     assert labels[0, 39] == 0
 
 
-def test_spans_rows_is_taller_than_three_line_heights() -> None:
+def test_spans_rows_is_taller_than_three_text_heights() -> None:
     # OpenCV stats rows (x, y, w, h, area): the background, a cloud round two rows, a word of
     # a note written up the margin, a word, a long flat word.
     stats = np.array([[0, 0, 800, 400, 0], [0, 0, 400, 100, 900], [0, 0, 30, 150, 600],
                       [0, 0, 120, 40, 700], [0, 0, 300, 45, 1500]])
     assert spans_rows(stats, 30.0).tolist() == [False, True, True, False, False]
     assert spans_rows(stats, 40.0).tolist() == [False, False, True, False, False]
-
-
-def _rows_of_letters(pitch: int, height: int, n_rows: int = 8, width: int = 900) -> np.ndarray:
-    """Ink (bool) with ``n_rows`` rows of letter-like rings ``height`` px tall, ``pitch`` apart."""
-    img = np.zeros((pitch * (n_rows + 1), width), np.uint8)
-    for r in range(n_rows):
-        for i in range(width // 45 - 1):
-            cv2.ellipse(img, (30 + i * 45, pitch * (r + 1)), (12, height // 2), 0, 0, 360, 1, 3)
-    return img > 0
-
-
-def test_line_unit_is_the_text_height_unless_rows_lie_much_further_apart() -> None:
-    # Latin: rows 60 px apart, letters 30 px tall -> the text height.
-    assert line_unit(_rows_of_letters(60, 30), 30.0) == 30.0
-    # Arabic letter groups 20 px tall on rows 100 px apart -> pitch / 2.5 = 40 px.
-    arabic = _rows_of_letters(100, 20)
-    assert line_unit(arabic, 20.0) == pytest.approx(40.0, abs=1.0)
-    # Specks all over the page move neither.
-    rng = np.random.default_rng(0)
-    specks = arabic.copy()
-    specks[rng.integers(0, specks.shape[0], 3000), rng.integers(0, specks.shape[1], 3000)] = True
-    assert line_unit(specks, 20.0) == pytest.approx(40.0, abs=1.0)
 
 
 def test_a_cloud_round_two_rows_is_stripped_and_its_words_stay() -> None:
