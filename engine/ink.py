@@ -222,19 +222,19 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     strokes = None
     if params.strip_strokes:
         dropped = np.flatnonzero(~keep[1:]) + 1
-        h_text = text_height(stats[np.concatenate([[True], keep[1:]])], gray.shape)
+        h_text = max(text_height(stats[np.concatenate([[True], keep[1:]])], gray.shape), 8.0)
         if not page.bilevel:
-            # Kept components spanning two rows get the same stripping: clouds round pairs of
-            # lines and notes up the margin (poilus AN_0090-0) joined the rows and the margin
-            # to the text in one region, at the notes' angle. Not on bilevel pages: there
+            # Kept components taller than ROW_SPAN text heights get the same stripping:
+            # clouds round pairs of lines and notes up the margin (poilus AN_0090-0) joined
+            # the rows and the margin to the text in one region, at the notes' angle. Not on bilevel pages: there
             # (AHTE's binarised Arabic) the tall components are side notes written upwards,
             # whose straight runs are the script's own baseline (1 + 4 lines lost).
-            dropped = np.union1d(dropped, np.flatnonzero(keep & spans_rows(stats, max(h_text, 8.0))))
+            dropped = np.union1d(dropped, np.flatnonzero(keep & spans_rows(stats, h_text)))
         if len(dropped):
             # A component dropped as non-text often carries text: words touching a rule, a
             # frame, a fold or the page's edge. Strip its long straight strokes and give the
             # pieces left the same test, instead of losing every word attached to the stroke.
-            strokes, bands = _strip_long_strokes(labels, stats, dropped, max(h_text, 8.0))
+            strokes, bands = _strip_long_strokes(labels, stats, dropped, h_text)
             if strokes.any():
                 ink = (labels > 0) & ~strokes
                 labels, stats = label_components(ink)
