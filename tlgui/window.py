@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import export as engine_export
-from engine.io import load_page
+from engine.io import IMAGE_SUFFIXES, load_page
 from engine.params import ParameterError, Parameters
 
 from .canvas import PageCanvas
@@ -72,6 +72,8 @@ ICONS = Path(__file__).resolve().parent.parent / "resources" / "icons"
 MAX_RECENT = 10
 SWITCH_INTERVAL_S = 0.0005
 DRAW_INTERVAL_MS = 33
+#: File-dialog patterns of the pages the engine reads (engine.io.IMAGE_SUFFIXES).
+IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
 PLOT_INTERVAL_S = 0.5  # ~30 Hz: faster than the eye needs, slow enough to leave time for the engine
 
 #: Export kind -> (menu title, file filter, default suffix).
@@ -572,7 +574,7 @@ class MainWindow(QMainWindow):
         start = self.settings.value("dirs/page", "")
         path, _ = QFileDialog.getOpenFileName(
             self, "Open page", str(start),
-            "Images (*.png *.jpg *.jpeg *.tif *.tiff *.bmp *.webp);;All files (*)")
+            f"Images ({IMAGE_PATTERNS} *.webp);;All files (*)")
         if path:
             self.open_page(path)
 
@@ -702,7 +704,7 @@ class MainWindow(QMainWindow):
         start = self.settings.value("dirs/page", "")
         paths, _ = QFileDialog.getOpenFileNames(
             self, "Open pages as a document", str(start),
-            "Images (*.png *.jpg *.jpeg *.tif *.tiff *.bmp);;All files (*)")
+            f"Images ({IMAGE_PATTERNS});;All files (*)")
         if paths:
             self.open_document(paths)
 
