@@ -41,8 +41,9 @@ STEPS: list[tuple[str, tuple[str, ...]]] = [
     ("+ theta_l log-ratio step, line_prior_clip, theta_limit",
      ("line_prior_rule", "line_prior_clip", "theta_limit")),
     ("+ regression = rotation_invariant, sigma floors", ("regression", "sigma_t_floor", "sigma_s_floor")),
-    ("+ initial lines: orientation_score, steep_regions, overlap_valleys, pitch_line_height",
-     ("orientation_score", "steep_regions", "overlap_valleys", "pitch_line_height")),
+    ("+ initial lines: orientation_score, steep_regions, overlap_valleys, pitch_line_height, "
+     "weak_line_level",
+     ("orientation_score", "steep_regions", "overlap_valleys", "pitch_line_height", "weak_line_level")),
     ("+ min_region_samples, remove_diacritic_lines, merge_initial_lines",
      ("min_region_samples", "remove_diacritic_lines", "merge_initial_lines")),
     ("+ final_labelling = profile", ("final_labelling",)),

@@ -347,18 +347,47 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     if found is None or found[1] <= 1:
         return np.zeros(raster.shape, np.int32)
     filtered, n, labels, cc_stats = found
-    # Residual blobs: mean ink fraction inside the blob under t_r.
+    keep = _dense(raster, labels, cc_stats, n, params.t_r)
+    blob = np.zeros(raster.shape, np.int32)
+    next_id = _cut_blobs(blob, filtered, labels, cc_stats, np.flatnonzero(keep), stats, params, scale, 1)
+    if params.weak_line_level > 0:
+        # Short lines (the last words of a paragraph, a one-word line) respond to the long
+        # filter far weaker than full ones and stay under Otsu's level, yet stand apart from
+        # their neighbours (cremma 01R_P1S7P178_006, "enfants.": peak 0.82 x the level,
+        # valleys 0.21 and 0.40 either side). Going down from the level in tenths, a blob
+        # that holds no blob found higher up is a line of its own, found where it first shows.
+        level = params.blob_threshold * _otsu(filtered[filtered > 1e-6])
+        for frac in np.arange(0.9, params.weak_line_level - 1e-9, -0.1):
+            weak = (filtered > frac * level).astype(np.uint8)
+            n_w, labels_w, stats_w, _ = cv2.connectedComponentsWithStats(weak, connectivity=4, ltype=cv2.CV_32S)
+            holds = np.zeros(n_w, bool)
+            holds[np.unique(labels_w[blob > 0])] = True
+            keep_w = _dense(raster, labels_w, stats_w, n_w, params.t_r) & ~holds
+            next_id = _cut_blobs(blob, filtered, labels_w, stats_w, np.flatnonzero(keep_w), stats, params,
+                                 scale, next_id)
+    return blob.astype(np.int32)
+
+
+def _dense(raster: np.ndarray, labels: np.ndarray, cc_stats: np.ndarray, n: int, t_r: float) -> np.ndarray:
+    """Blobs (bool ``(n,)``, background False) whose mean ink fraction is at least ``t_r``;
+    the others are residual."""
     ink_sum = np.bincount(labels.ravel(), weights=raster.ravel(), minlength=n)
     area = np.maximum(cc_stats[:, cv2.CC_STAT_AREA], 1)
-    keep = ink_sum / area >= params.t_r
+    keep = ink_sum / area >= t_r
     keep[0] = False
+    return keep
+
+
+def _cut_blobs(blob: np.ndarray, filtered: np.ndarray, labels: np.ndarray, cc_stats: np.ndarray,
+               chosen: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
+               next_id: int) -> int:
+    """Write the ``chosen`` blobs of ``labels`` into ``blob`` from id ``next_id`` on, each cut
+    into lines where it is too tall for one; returns the next free id."""
     # Overlap detection: a blob taller than t_o x H_cc holds several lines (touching or
     # crowded lines merge under the long filter). Cut it at the valleys of its own row
     # profile; where the profile has none, cut into ceil(height / (t_o H_cc)) equal bands.
     t_o = params.t_o * stats.h_cc * scale
-    blob = np.zeros(raster.shape, np.int32)
-    next_id = 1
-    for i in np.flatnonzero(keep):  # blobs: a few dozen per region
+    for i in chosen:  # blobs: a few dozen per region
         x, y, w, h = cc_stats[i, :4]
         inside = labels[y:y + h, x:x + w] == i
         # Only blobs taller than t_o are cut (paper): looking for valleys in every blob taller
@@ -373,7 +402,7 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
         piece = np.searchsorted(np.asarray(cuts, float), np.arange(h) + 0.5)[:, None]
         blob[y:y + h, x:x + w][inside] = (next_id + np.broadcast_to(piece, inside.shape))[inside]
         next_id += len(cuts) + 1
-    return blob.astype(np.int32)
+    return next_id
 
 
 def profile_valleys(profile: np.ndarray, min_separation: float, depth: float = 0.8) -> np.ndarray:

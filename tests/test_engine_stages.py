@@ -19,9 +19,10 @@ from engine.arrays import nonzero_index, sorted_unique
 from engine.components import boxes_from_stats, component_boxes, component_stats
 from engine.graph import colour_classes, delaunay_edges, delaunay_triangles
 from engine.ink import ink_components, ink_mask
+from engine.metric import contest_metric
 from engine.model import ComponentStats, LineSet, Page
 from engine.params import Parameters
-from engine.pipeline import prepare
+from engine.pipeline import prepare, segment
 from engine.regions import find_regions
 from engine.regression import fit_lines
 from engine.sampling import sample_ink_pixels
@@ -611,3 +612,22 @@ def test_z_order_interleaves_the_coordinate_bits():
     visited = [tuple(p) for p in pts[order] - [7, 11]]
     assert visited[:8] == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0), (2, 1), (3, 1)]
     assert sorted(z_order(pts)) == list(range(16))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_short_line_inside_a_paragraph_gets_its_own_initial_line(seed):
+    """A line cut to its first 30 % (a paragraph's last words) responds to the blob filter under
+    Otsu's level: only the lower levels (weak_line_level) give it an initial line, and the
+    segmentation then matches every line."""
+    page = make_page("straight", seed=seed)
+    img, labels = page.image.copy(), page.labels.copy()
+    k = page.n_lines // 2
+    xs = np.nonzero(labels == k)[1]
+    cut = xs.min() + 0.3 * (xs.max() - xs.min())
+    gone = (labels == k) & (np.arange(labels.shape[1])[None, :] > cut)
+    img[gone], labels[gone] = 250, 0
+    off = prepare(img, Parameters(weak_line_level=0.0))
+    assert len(off.initial_lines) == page.n_lines - 1  # the short line is missed without the lower levels
+    prep, _, seg = segment(img, Parameters())
+    assert len(prep.initial_lines) == page.n_lines
+    assert contest_metric(labels, seg.labels, labels > 0).fm == pytest.approx(1.0)
