@@ -159,3 +159,26 @@ def test_non_text_pixels_go_to_the_line_on_their_row_up_to_a_word_beyond_its_end
     label_non_text(labels, prep, line)
     assert (labels[98:102, 328:332] == 1).all()
     assert not labels[98:102, 418:422].any() and not labels[143:147, 200:204].any()
+
+
+def test_non_text_pixels_within_the_lines_own_band_of_ink_go_to_it() -> None:
+    # The same line (y = 100, H_cc 30): its samples reach 50 px below it (long descenders), so
+    # a non-text pixel 45 px below it is on its row and takes it; without the samples (a
+    # reach of 1 H_cc) it does not; 70 px below, past every sample of the line, it never does.
+    line = LineSet(np.array([0.0]), np.array([100.0]), np.array([200.0]), np.array([8.0]),
+                   np.array([50.0]), np.array([1.0]), np.zeros(1, np.int32), np.zeros(1), True)
+    non_text = np.zeros((200, 500), bool)
+    non_text[143:147, 200:204] = True  # 45 px below
+    non_text[168:172, 240:244] = True  # 70 px below
+    xs = np.linspace(110.0, 290.0, 200)
+    ys = 100.0 + np.where(np.arange(200) % 4 == 0, np.linspace(0.0, 50.0, 200), np.linspace(-20.0, 20.0, 200))
+    prep = SimpleNamespace(non_text=non_text, faint=None, page_area=None,
+                           samples=np.stack([xs, ys], axis=1),
+                           stats=SimpleNamespace(h_cc=30.0, w_cc=60.0))
+    without = np.zeros((200, 500), np.int32)
+    label_non_text(without, prep, line)
+    assert not without.any()
+    labels = np.zeros((200, 500), np.int32)
+    label_non_text(labels, prep, line, np.zeros(200, np.int64))
+    assert (labels[143:147, 200:204] == 1).all()
+    assert not labels[168:172, 240:244].any()
