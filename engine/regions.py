@@ -32,9 +32,13 @@ def region_threshold(stats: ComponentStats, params: Parameters) -> float:
 
 
 def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats,
-                 params: Parameters) -> tuple[np.ndarray, np.ndarray]:
+                 params: Parameters, sample_axis: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Region index of every sample ``(N,)`` (0..R-1, regions ordered by their top-left
-    sample) and the MRF edges ``(E, 2)``: Delaunay edges of kept triangles inside one region."""
+    sample) and the MRF edges ``(E, 2)``: Delaunay edges of kept triangles inside one region.
+    ``sample_axis (N,)``: the direction (degrees) of the sample's component where it is a long
+    word (:func:`component_axes`), NaN elsewhere; it lets a block of words written across the
+    main text (a note up the margin) stand apart (:func:`orientation_parts`)."""
     n = len(samples)
     if n == 0:
         return np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
@@ -55,7 +59,8 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
         # where the orientation search can reach every angle: within the paper's +-40 deg a
         # split-off vertical note still gets a wrong frame (moc-train: the share of samples
         # in regions more than 10 deg off went 0.40 -> 0.385 only, at 0.1-0.3 s a page).
-        part, scale = orientation_parts(samples, label, stats, params.min_region_samples)
+        part, scale, in_block = orientation_parts(samples, label, stats, params.min_region_samples,
+                                                  edges, sample_axis)
         cut = part[edges[:, 0]] == part[edges[:, 1]]
         split = _components(edges[cut], n)
         if split.max() > label.max():
@@ -63,7 +68,7 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
             # Without multi_oriented a part must also show longer lines at its own angle (as
             # a steep region must in initial_lines.best_orientation).
             label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
-                                        None if params.multi_oriented else (stats, params))
+                                        None if params.multi_oriented else (stats, params), in_block)
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
@@ -169,7 +174,8 @@ def contrast_curves(d: np.ndarray, window: np.ndarray, n_windows: int, radius: f
 
 def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarray,
                         scale: dict[int, float], min_samples: int,
-                        elongation: tuple[ComponentStats, Parameters] | None = None) -> np.ndarray:
+                        elongation: tuple[ComponentStats, Parameters] | None = None,
+                        in_block: np.ndarray | None = None) -> np.ndarray:
     """``part`` with every part that is not its region's largest folded into that largest one
     unless its own text angle fits it clearly better than the largest part's angle: the line
     contrast of the whole part at the largest part's angle under ``KEEP_RATIO`` x its best.
@@ -213,6 +219,12 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
             # far from the main text's (Arabic line ends rise by 20-40 deg: ahte pages).
             evidence = gap >= _FAR_ANGLE or sizes[ids == p][0] >= 16 * min_samples
             distinct = curves[p][main_k] < KEEP_RATIO * curves[p][own_k] and gap > SPLIT_ANGLE and evidence
+            if (p != main and in_block is not None and gap > SPLIT_ANGLE
+                    and in_block[idx[part[idx] == p]].mean() > 0.5):
+                # Mostly words written across the main text (across_blocks): their own
+                # direction is the evidence; a note's lines up a margin are too irregular
+                # for the contrast test (AN_0008-3: 0.036 at -90 deg, 0.026 at 0 deg).
+                distinct = True
             if p != main and distinct and elongation is not None:
                 members = idx[part[idx] == p]
                 distinct = (sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[own_k]))
@@ -245,11 +257,22 @@ _FAR_ANGLE = 45.0
 
 
 def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentStats,
-                      min_samples: int) -> tuple[np.ndarray, dict[int, float]]:
+                      min_samples: int, edges: np.ndarray | None = None,
+                      sample_axis: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, dict[int, float], np.ndarray]:
     """Part index ``(N,)`` of every sample: within a region, samples whose neighbourhood's
     text angle is near one of the region's dominant angles (modes more than ``SPLIT_ANGLE``
     apart, each holding at least ``3 x min_samples`` samples) share a part. Also the text
-    scale (:func:`text_scale`) of each region analysed."""
+    scale (:func:`text_scale`) of each region analysed, and which samples (bool ``(N,)``) are
+    in a block of words across the main text.
+
+    With ``edges`` and ``sample_axis`` (:func:`find_regions`), a block of long words written
+    across the region's main direction (:func:`across_blocks`) takes the part of its own
+    direction, whatever its cells' windows say: a window of 8 text heights beside a narrow
+    note up the margin sees mostly the main text."""
+    blocks = (across_blocks(samples, label, edges, sample_axis, stats, min_samples)
+              if edges is not None and sample_axis is not None else None)
+    in_block = blocks[0] >= 0 if blocks is not None else np.zeros(len(samples), bool)
     part = np.zeros(len(samples), np.int64)
     scale: dict[int, float] = {}
     next_part = 0
@@ -274,7 +297,9 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
         angle, strength = local_angles(thin, centres, _WINDOW * h, h)
         weight = count * strength
         modes = _angle_modes(angle, weight, count, 3 * min_samples)
-        if len(modes) < 2:
+        block_of = blocks[0][idx] if blocks is not None else np.full(len(idx), -1)
+        block_angle = blocks[1] if blocks is not None else np.zeros(0)
+        if len(modes) == 0 or (len(modes) < 2 and not (block_of >= 0).any()):
             part[idx] = next_part
             next_part += 1
             continue
@@ -285,9 +310,112 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
         if weak.any() and not weak.all():
             _, nearest = cKDTree(centres[~weak]).query(centres[weak])
             cell_part[weak] = cell_part[~weak][nearest]
-        part[idx] = next_part + cell_part[cell_of]
-        next_part += len(modes)
-    return part, scale
+        sample_part = cell_part[cell_of]
+        n_parts = len(modes)
+        for b in np.unique(block_of[block_of >= 0]):
+            # A block of words across the main text: the part of the mode along its words,
+            # or one of its own when no mode is (its cells' windows saw the main text).
+            gaps = _angle_gap(np.asarray(modes, float), float(block_angle[b]))
+            if len(gaps) and gaps.min() <= SPLIT_ANGLE / 2:
+                sample_part[block_of == b] = int(np.argmin(gaps))
+            else:
+                sample_part[block_of == b] = n_parts
+                n_parts += 1
+        part[idx] = next_part + sample_part
+        next_part += n_parts
+    return part, scale, in_block
+
+
+#: A component is a long word when its samples spread this many times further along their
+#: principal axis than across it (standard deviations).
+LONG_WORD = 2.5
+#: Fewest samples on a component for its direction to count.
+_AXIS_MIN_SAMPLES = 20
+#: Words across the main direction: their axis at least this far (degrees) from it.
+ACROSS_ANGLE = 60.0
+#: A block of words across the main text holds at least this many x min_region_samples
+#: samples: as many as a part near the main angle needs to stand apart (keep_distinct_parts).
+#: poilus-dev: AN_0008-3's notes up the margin are one block of 7863 samples (12 -> 25
+#: matches); the other blocks found on its pages hold 267-1458 samples, and at 3 x (180)
+#: they cost AN_0023-0, AN_0056-0, AN_0077-0, AN_0090-0 and AN_0113-0 two matches each.
+BLOCK_SAMPLES = 16
+
+
+def component_axes(samples: np.ndarray, sample_component: np.ndarray) -> np.ndarray:
+    """Direction (degrees, in (-90, 90]) of each sample's component ``(N,)`` where the
+    component is a long word (:data:`LONG_WORD`, from at least 20 samples), NaN elsewhere:
+    the principal axis of its samples. Cursive words are long along the line they are
+    written on, whatever the page's layout says."""
+    n = int(sample_component.max()) + 1 if len(sample_component) else 1
+    count = np.bincount(sample_component, minlength=n).astype(np.float64)
+    safe = np.maximum(count, 1.0)
+    mx = np.bincount(sample_component, samples[:, 0], n) / safe
+    my = np.bincount(sample_component, samples[:, 1], n) / safe
+    dx = samples[:, 0] - mx[sample_component]
+    dy = samples[:, 1] - my[sample_component]
+    sxx = np.bincount(sample_component, dx * dx, n) / safe
+    syy = np.bincount(sample_component, dy * dy, n) / safe
+    sxy = np.bincount(sample_component, dx * dy, n) / safe
+    half_tr = (sxx + syy) / 2.0
+    root = np.sqrt(np.maximum(half_tr**2 - (sxx * syy - sxy**2), 0.0))
+    major, minor = half_tr + root, np.maximum(half_tr - root, 1e-9)
+    angle = np.degrees(0.5 * np.arctan2(2.0 * sxy, sxx - syy))
+    long_word = (count >= _AXIS_MIN_SAMPLES) & (major >= LONG_WORD**2 * minor)
+    return np.where(long_word, angle, np.nan)[sample_component]
+
+
+def across_blocks(samples: np.ndarray, label: np.ndarray, edges: np.ndarray, sample_axis: np.ndarray,
+                  stats: ComponentStats, min_samples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Blocks of long words written across their region's main direction: block index per
+    sample ``(N,)`` (-1 = none) and each block's direction (degrees).
+
+    A sample is in such a block where, among the long words' samples in its 3 x 3 cells of one
+    text height, those at least ``ACROSS_ANGLE`` from the region's main direction (the
+    sample-weighted mode of its long words' axes) outnumber those along it; blocks are the
+    edge-connected groups of such samples holding at least ``BLOCK_SAMPLES x min_samples``
+    samples (several lines of words: a lone tall letter or a capital is a few dozen)."""
+    block = np.full(len(samples), -1, np.int64)
+    angles: list[float] = []
+    has_axis = np.isfinite(sample_axis)
+    h = max(stats.h_cc, 1.0)
+    n_bins = int(round(180.0 / _ANGLE_STEP))
+    across = np.zeros(len(samples), bool)
+    for r in range(int(label.max()) + 1):
+        idx = np.flatnonzero((label == r) & has_axis)
+        if len(idx) < 3 * min_samples:
+            continue
+        bins = np.round((sample_axis[idx] + 90.0) / _ANGLE_STEP).astype(np.int64) % n_bins
+        hist = np.bincount(bins, minlength=n_bins).astype(float)
+        hist = hist + np.roll(hist, 1) + np.roll(hist, -1)
+        main = float(np.argmax(hist) * _ANGLE_STEP - 90.0)
+        members = np.flatnonzero(label == r)
+        cell = np.floor((samples[members] - samples[members].min(axis=0)) / h).astype(np.int64)
+        ny, nx = int(cell[:, 1].max()) + 1, int(cell[:, 0].max()) + 1
+        gap = _angle_gap(sample_axis[members], main)
+        votes_across = np.zeros((ny + 2, nx + 2))
+        votes_along = np.zeros((ny + 2, nx + 2))
+        np.add.at(votes_across, (cell[:, 1] + 1, cell[:, 0] + 1), gap >= ACROSS_ANGLE)
+        np.add.at(votes_along, (cell[:, 1] + 1, cell[:, 0] + 1), gap <= 90.0 - ACROSS_ANGLE)
+        def box(v: np.ndarray) -> np.ndarray:
+            return sum(np.roll(np.roll(v, dy, 0), dx, 1) for dy in (-1, 0, 1) for dx in (-1, 0, 1))
+        va, vl = box(votes_across), box(votes_along)
+        across[members] = va[cell[:, 1] + 1, cell[:, 0] + 1] > vl[cell[:, 1] + 1, cell[:, 0] + 1]
+    if not across.any():
+        return block, np.zeros(0)
+    keep = across[edges[:, 0]] & across[edges[:, 1]]
+    group = _components(edges[keep], len(samples))
+    group = np.where(across, group, -1)
+    ids, sizes = np.unique(group[group >= 0], return_counts=True)
+    for g in ids[sizes >= BLOCK_SAMPLES * min_samples]:
+        members = np.flatnonzero(group == g)
+        ax = sample_axis[members]
+        ax = ax[np.isfinite(ax)]
+        bins = np.round((ax + 90.0) / _ANGLE_STEP).astype(np.int64) % n_bins
+        hist = np.bincount(bins, minlength=n_bins).astype(float)
+        hist = hist + np.roll(hist, 1) + np.roll(hist, -1)
+        block[members] = len(angles)
+        angles.append(float(np.argmax(hist) * _ANGLE_STEP - 90.0))
+    return block, np.array(angles)
 
 
 def text_scale(points: np.ndarray, h_cc: float) -> float:

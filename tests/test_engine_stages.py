@@ -23,7 +23,7 @@ from engine.metric import contest_metric
 from engine.model import ComponentStats, LineSet, Page
 from engine.params import Parameters
 from engine.pipeline import prepare, segment
-from engine.regions import find_regions
+from engine.regions import component_axes, find_regions
 from engine.regression import fit_lines
 from engine.sampling import sample_ink_pixels
 from engine.unary import interline_space, log_unary
@@ -631,3 +631,47 @@ def test_short_line_inside_a_paragraph_gets_its_own_initial_line(seed):
     prep, _, seg = segment(img, Parameters())
     assert len(prep.initial_lines) == page.n_lines
     assert contest_metric(labels, seg.labels, labels > 0).fm == pytest.approx(1.0)
+
+
+def _word_samples(rng: np.random.Generator, origin: tuple[float, float], n_rows: int, n_words: int,
+                  vertical: bool, first_id: int, per_word: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Samples of rows of words (100 x 20 px boxes, rows 50 px apart, words 125 px apart), each
+    word a component of its own; ``vertical``: the rows run down the page, as a note written up
+    a margin. Returns samples ``(n, 2)`` and their component ids."""
+    pts, comp = [], []
+    for r in range(n_rows):
+        for w in range(n_words):
+            along, across = rng.uniform(0, 100, per_word), rng.uniform(0, 20, per_word)
+            if vertical:
+                xy = np.stack([origin[0] + r * 50 + across, origin[1] + w * 110 + along], axis=1)
+            else:
+                xy = np.stack([origin[0] + w * 125 + along, origin[1] + r * 50 + across], axis=1)
+            pts.append(xy)
+            comp.append(np.full(per_word, first_id + r * n_words + w))
+    return np.concatenate(pts), np.concatenate(comp)
+
+
+def test_a_note_up_the_margin_touching_the_text_is_a_region_of_its_own():
+    """Twelve rows of words and, 25 px to their left (under the 2.5 H_cc region cut), one column
+    of six words written up the margin. The cells' windows (8 text heights) see mostly the main
+    text, so without the words' own directions the note stays in the main region; with them
+    (engine.regions.component_axes) it is a region of its own and the main text stays whole."""
+    rng = np.random.default_rng(0)
+    main, main_comp = _word_samples(rng, (200.0, 0.0), 12, 8, False, 1)
+    note, note_comp = _word_samples(rng, (155.0, 0.0), 1, 6, True, 1000)
+    samples = np.concatenate([main, note])
+    comp = np.concatenate([main_comp, note_comp])
+    order = np.lexsort((samples[:, 0], samples[:, 1]))  # raster order, as sampling gives
+    samples, comp = samples[order], comp[order]
+    is_note = comp >= 1000
+    axes = component_axes(samples, comp)
+    assert np.all(np.abs(axes[~is_note]) < 5.0)
+    assert np.all(np.abs(axes[is_note]) > 85.0)
+    stats = ComponentStats(h_cc=20.0, w_cc=100.0, n_components=int(comp.max()))
+    tri, _ = delaunay_edges(samples)
+    region, _ = find_regions(samples, tri, stats, Parameters())
+    assert len(np.unique(region)) == 1  # without the directions: one region
+    region, edges = find_regions(samples, tri, stats, Parameters(), axes)
+    assert len(np.unique(region[is_note])) == 1 and len(np.unique(region[~is_note])) == 1
+    assert region[is_note][0] != region[~is_note][0]
+    assert np.all(region[edges[:, 0]] == region[edges[:, 1]])
