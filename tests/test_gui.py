@@ -25,7 +25,7 @@ from tlgui.canvas import POSTERIOR_PALETTE, DotsItem, PageCanvas, posterior_colo
 from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
 from tlgui.session import EditModel, lines_table
-from tlgui.window import MainWindow, app_settings
+from tlgui.window import MainWindow, app_settings, stale_parameters
 from tlgui.worker import RUN, RUN_QUIET, EngineProcess, Job, RunControl
 
 
@@ -747,3 +747,19 @@ def test_quiet_job_sends_only_its_result_and_keeps_the_shown_pages_preparation(
         assert {m[0] for m in left} == {"stage", "finished"}
     finally:
         engine.close()
+
+
+def test_stale_parameters_name_added_changed_and_removed_defaults() -> None:
+    """Restoring over saved parameters after an upgrade: a parameter added since is named as
+    new with its value, a changed default as old → new, a removed one as removed; a value the
+    user had set (differing from the defaults of its time) is reported as dropped."""
+    new = json.loads(Parameters().to_json())
+    old = {k: v for k, v in new.items() if k != "weak_line_level"}
+    old["t_o"] = 3.0
+    old["retired_setting"] = 1
+    saved = dict(old, sauvola_k=0.35)
+    dropped, changed = stale_parameters(saved, old)
+    assert f"new weak_line_level = {new['weak_line_level']}" in changed
+    assert f"t_o 3.0 → {new['t_o']}" in changed
+    assert "retired_setting removed" in changed
+    assert dropped == ["sauvola_k=0.35"]

@@ -110,14 +110,20 @@ def _json_dict(text: object) -> dict[str, Any] | None:
 def stale_parameters(saved: dict[str, Any], old_defaults: dict[str, Any] | None) -> tuple[list[str], list[str]]:
     """What restoring the new defaults over ``saved`` throws away: the saved values that were
     the user's own (they differ from the defaults of their time, or, when those are unknown,
-    from today's) as ``name=value``, and the defaults that changed as ``name old → new``."""
+    from today's) as ``name=value``, and the defaults that changed as ``name old → new``
+    (``new name = value`` for a parameter added since, ``name removed`` for one gone)."""
     new_defaults = json.loads(Parameters().to_json())
     basis = old_defaults if old_defaults is not None else new_defaults
     dropped = [f"{k}={saved[k]}" for k in sorted(saved) if k in basis and saved[k] != basis[k]
                and saved[k] != new_defaults.get(k)]
-    changed = [] if old_defaults is None else [
-        f"{k} {old_defaults.get(k)} → {new_defaults.get(k)}" for k in sorted(set(old_defaults) | set(new_defaults))
-        if old_defaults.get(k) != new_defaults.get(k)]
+    changed = []
+    for k in sorted(set(old_defaults or {}) | set(new_defaults)) if old_defaults is not None else []:
+        if k not in old_defaults:
+            changed.append(f"new {k} = {new_defaults[k]}")
+        elif k not in new_defaults:
+            changed.append(f"{k} removed")
+        elif old_defaults[k] != new_defaults[k]:
+            changed.append(f"{k} {old_defaults[k]} → {new_defaults[k]}")
     return dropped, changed
 
 
