@@ -336,9 +336,17 @@ ACROSS_ANGLE = 60.0
 #: A block of words across the main text holds at least this many x min_region_samples
 #: samples: as many as a part near the main angle needs to stand apart (keep_distinct_parts).
 #: poilus-dev: AN_0008-3's notes up the margin are one block of 7863 samples (12 -> 25
-#: matches); the other blocks found on its pages hold 267-1458 samples, and at 3 x (180)
-#: they cost AN_0023-0, AN_0056-0, AN_0077-0, AN_0090-0 and AN_0113-0 two matches each.
+#: matches). The other blocks of at least 3 x 60 samples on poilus-dev, cremma20 and
+#: kraken-sample hold 181-2315 samples; at 3 x they cost AN_0023-0, AN_0056-0, AN_0077-0,
+#: AN_0090-0 and AN_0113-0 two matches each; at 16 x, five remain (AD78_0066-0, AN_0090-0,
+#: AN_0241-0, AN_0292-0, cremma 2_985d7: 974-2315 samples), and only AN_0090-0 (3 lines
+#: more) and AN_0292-0 (2 more) change, with the same matches.
 BLOCK_SAMPLES = 16
+
+
+def _sum_3x3(v: np.ndarray) -> np.ndarray:
+    """Each cell's sum over its 3 x 3 neighbourhood (``v`` padded by one cell of zeros)."""
+    return sum(np.roll(np.roll(v, dy, 0), dx, 1) for dy in (-1, 0, 1) for dx in (-1, 0, 1))
 
 
 def component_axes(samples: np.ndarray, sample_component: np.ndarray) -> np.ndarray:
@@ -396,9 +404,7 @@ def across_blocks(samples: np.ndarray, label: np.ndarray, edges: np.ndarray, sam
         votes_along = np.zeros((ny + 2, nx + 2))
         np.add.at(votes_across, (cell[:, 1] + 1, cell[:, 0] + 1), gap >= ACROSS_ANGLE)
         np.add.at(votes_along, (cell[:, 1] + 1, cell[:, 0] + 1), gap <= 90.0 - ACROSS_ANGLE)
-        def box(v: np.ndarray) -> np.ndarray:
-            return sum(np.roll(np.roll(v, dy, 0), dx, 1) for dy in (-1, 0, 1) for dx in (-1, 0, 1))
-        va, vl = box(votes_across), box(votes_along)
+        va, vl = _sum_3x3(votes_across), _sum_3x3(votes_along)
         across[members] = va[cell[:, 1] + 1, cell[:, 0] + 1] > vl[cell[:, 1] + 1, cell[:, 0] + 1]
     if not across.any():
         return block, np.zeros(0)
