@@ -340,8 +340,9 @@ def _filtered_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameter
 
 def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
                scale_u: float | None = None) -> np.ndarray:
-    """Blob label per raster cell (int32, 0 = none) after Otsu, overlap splitting and
-    residual-blob removal; ``scale``/``scale_u``: cells per pixel across/along the text."""
+    """Blob label per raster cell (int32, 0 = none) after Otsu (and the lower levels of
+    ``weak_line_level`` for short lines), overlap splitting and residual-blob removal;
+    ``scale``/``scale_u``: cells per pixel across/along the text."""
     scale_u = scale if scale_u is None else scale_u
     found = _filtered_blobs(raster, stats, params, scale, scale_u)
     if found is None or found[1] <= 1:
