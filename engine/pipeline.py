@@ -78,8 +78,10 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     say("regions")
     # Not on bilevel pages: on AHTE's binarised Arabic, alifs and letter groups formed dozens
     # of small blocks across the lines (ahte-train 319 -> 291 matches, moc-train 211 -> 179).
+    # Only the orientation split reads them (steep_regions or multi_oriented).
     axes = (_regions.component_axes(samples, sample_component)
-            if len(samples) and not page.bilevel else None)
+            if len(samples) and not page.bilevel and (params.steep_regions or params.multi_oriented)
+            else None)
     sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes)
     tick("regions")
     say("initial lines")
