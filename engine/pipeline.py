@@ -77,7 +77,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     tick("graph")
     say("regions")
     # Not on bilevel pages: on AHTE's binarised Arabic, alifs and letter groups formed dozens
-    # of small blocks across the lines (ahte-train 319 -> 291 matches, moc-train 211 -> 179).
+    # of small blocks across the lines (with blocks of 3 x min_region_samples: ahte-train
+    # 319 -> 291 matches, moc-train 211 -> 179; docs/scan-frontend.md).
     # Only the orientation split reads them (steep_regions or multi_oriented).
     axes = (_regions.component_axes(samples, sample_component)
             if len(samples) and not page.bilevel and (params.steep_regions or params.multi_oriented)

@@ -386,26 +386,21 @@ def across_blocks(samples: np.ndarray, label: np.ndarray, edges: np.ndarray, sam
     angles: list[float] = []
     has_axis = np.isfinite(sample_axis)
     h = max(stats.h_cc, 1.0)
-    n_bins = int(round(180.0 / _ANGLE_STEP))
     across = np.zeros(len(samples), bool)
     for r in range(int(label.max()) + 1):
         idx = np.flatnonzero((label == r) & has_axis)
         if len(idx) < 3 * min_samples:
             continue
-        bins = np.round((sample_axis[idx] + 90.0) / _ANGLE_STEP).astype(np.int64) % n_bins
-        hist = np.bincount(bins, minlength=n_bins).astype(float)
-        hist = hist + np.roll(hist, 1) + np.roll(hist, -1)
-        main = float(np.argmax(hist) * _ANGLE_STEP - 90.0)
+        main = _axis_mode(sample_axis[idx])
         members = np.flatnonzero(label == r)
         cell = np.floor((samples[members] - samples[members].min(axis=0)) / h).astype(np.int64)
-        ny, nx = int(cell[:, 1].max()) + 1, int(cell[:, 0].max()) + 1
+        at = (cell[:, 1] + 1, cell[:, 0] + 1)  # one cell of zeros round the grid
         gap = _angle_gap(sample_axis[members], main)
-        votes_across = np.zeros((ny + 2, nx + 2))
-        votes_along = np.zeros((ny + 2, nx + 2))
-        np.add.at(votes_across, (cell[:, 1] + 1, cell[:, 0] + 1), gap >= ACROSS_ANGLE)
-        np.add.at(votes_along, (cell[:, 1] + 1, cell[:, 0] + 1), gap <= 90.0 - ACROSS_ANGLE)
-        va, vl = _sum_3x3(votes_across), _sum_3x3(votes_along)
-        across[members] = va[cell[:, 1] + 1, cell[:, 0] + 1] > vl[cell[:, 1] + 1, cell[:, 0] + 1]
+        votes_across = np.zeros((int(cell[:, 1].max()) + 3, int(cell[:, 0].max()) + 3))
+        votes_along = np.zeros_like(votes_across)
+        np.add.at(votes_across, at, gap >= ACROSS_ANGLE)
+        np.add.at(votes_along, at, gap <= 90.0 - ACROSS_ANGLE)
+        across[members] = _sum_3x3(votes_across)[at] > _sum_3x3(votes_along)[at]
     if not across.any():
         return block, np.zeros(0)
     keep = across[edges[:, 0]] & across[edges[:, 1]]
@@ -414,14 +409,19 @@ def across_blocks(samples: np.ndarray, label: np.ndarray, edges: np.ndarray, sam
     ids, sizes = np.unique(group[group >= 0], return_counts=True)
     for g in ids[sizes >= BLOCK_SAMPLES * min_samples]:
         members = np.flatnonzero(group == g)
-        ax = sample_axis[members]
-        ax = ax[np.isfinite(ax)]
-        bins = np.round((ax + 90.0) / _ANGLE_STEP).astype(np.int64) % n_bins
-        hist = np.bincount(bins, minlength=n_bins).astype(float)
-        hist = hist + np.roll(hist, 1) + np.roll(hist, -1)
         block[members] = len(angles)
-        angles.append(float(np.argmax(hist) * _ANGLE_STEP - 90.0))
+        angles.append(_axis_mode(sample_axis[members[has_axis[members]]]))
     return block, np.array(angles)
+
+
+def _axis_mode(axes: np.ndarray) -> float:
+    """The most frequent of directions ``axes`` (degrees, period 180), in steps of
+    ``_ANGLE_STEP`` counted with their neighbours either side."""
+    n_bins = int(round(180.0 / _ANGLE_STEP))
+    bins = np.round((axes + 90.0) / _ANGLE_STEP).astype(np.int64) % n_bins
+    hist = np.bincount(bins, minlength=n_bins).astype(float)
+    hist = hist + np.roll(hist, 1) + np.roll(hist, -1)
+    return float(np.argmax(hist) * _ANGLE_STEP - 90.0)
 
 
 def text_scale(points: np.ndarray, h_cc: float) -> float:
