@@ -16,7 +16,14 @@ from engine.metric import contest_metric
 from engine.model import LineSet, Snapshot
 from engine.params import PAPER, Parameters
 from engine.pipeline import finish, prepare, run_em, segment
-from engine.postprocess import merge_pairs, paper_labels, reassign, surviving_lines
+from engine.postprocess import (
+    _drop_ownerless_lines,
+    component_owners,
+    merge_pairs,
+    paper_labels,
+    reassign,
+    surviving_lines,
+)
 
 # --------------------------------------------------------------------------- the preset
 
@@ -260,6 +267,33 @@ def test_epsilon_removes_lines_under_it_and_their_samples_move() -> None:
     keep = surviving_lines(snap, 1e-3)
     assert keep.tolist() == [True, False, True, False]
     assert reassign(snap, keep).tolist() == [0, 2, 2, 0]
+
+
+def test_a_line_owning_no_component_is_dropped_and_its_samples_go_to_the_owner() -> None:
+    """Line 1 has samples only on component 10 (a cloud: 6 of its samples on line 0, 3 on
+    line 1) and on a dot (component 13): it owns no component larger than a diacritic, so it
+    goes and its samples on the cloud go to line 0 (the cloud's owner), not to their next best
+    line 2. Line 2, owning component 12, and line 3, owning a one-word component (11) with a
+    single sample, stay."""
+    comp = np.array([10] * 6 + [10] * 3 + [13] + [12] * 5 + [11])
+    labels = np.array([0] * 6 + [1] * 3 + [1] + [2] * 5 + [3])
+    small = comp == 13
+    post_lines = np.stack([labels, np.full(len(labels), 2)], axis=1).astype(np.int32)
+    post_lines[post_lines[:, 0] == 2, 1] = 0
+    snap = Snapshot(iteration=1, sweep=None, lines=_lines([10, 30, 50, 70], [50] * 4, [40] * 4),
+                    posterior_lines=post_lines, posterior_probs=np.full(post_lines.shape, 0.5, np.float16),
+                    entropy=np.zeros(len(labels), np.float16), theta=(0.0, 0.0, 0.0), kl=0.0,
+                    log_likelihood=0.0, elapsed=0.0)
+    owners = component_owners(labels, comp)
+    assert owners[10] == 0 and owners[12] == 2 and owners[11] == 3 and owners[13] == 1 and owners[0] == -1
+    keep, moved = _drop_ownerless_lines(snap, np.ones(4, bool), labels, comp, small)
+    assert keep.tolist() == [True, False, True, True]
+    assert moved[6:9].tolist() == [0, 0, 0]  # the cloud's samples: its owner, not line 2
+    assert moved[9] == 2  # the dot is the only component it was on: its next best line
+    assert np.array_equal(moved[labels != 1], labels[labels != 1])
+    # A line of single dots, no component of its own but no other line to give them to: kept.
+    keep1, same = _drop_ownerless_lines(snap, np.array([False, True, False, False]), labels, comp, small)
+    assert keep1.tolist() == [False, True, False, False] and np.array_equal(same, labels)
 
 
 def test_fragments_of_one_row_merge_and_other_rows_do_not() -> None:
