@@ -31,6 +31,14 @@ _ALONG_CELLS = 6.0
 # Line pitch over the height of a text line's body: about 2 on Latin and most Arabic hands
 # (dev pages: 1.75-2.4); the filter bank is scaled to the larger of H_cc and pitch / this.
 PITCH_PER_LINE_HEIGHT = 2.5
+# A blob taller than this many line pitches reaches into the next row (rows are a pitch apart,
+# and a row's blob much taller than that would have merged with its neighbours'): the blob
+# scale is capped so that t_o x it is at most this x the pitch. Tall loops set H_cc to 0.7-0.8
+# x the pitch on some poilus hands (AN_0292-0: 74 px for a 91 px pitch) and t_o x H_cc let
+# two-row blobs through. Measured (poilus-dev FM / line IU %): none 64.3 / 74.3, 1.0 64.5 / 75.4,
+# 1.1 65.2 / 76.0, 1.2 65.3 / 75.9, 1.4 64.0 / 75.1; moc-train +1 to +3 matches, ahte-train,
+# cremma20 and kraken-sample unchanged at every value.
+BLOB_PITCHES = 1.2
 # Autocorrelation a pitch needs to be trusted (regular line spacing); noise pages stay under 0.2.
 _MIN_PITCH_CORRELATION = 0.5
 # Blob elongation (mean log(width / height)) at which the orientation range's best angle shows
@@ -293,14 +301,15 @@ def line_pitch(profile: np.ndarray, min_lag: float, max_lag: float) -> float:
     return float(lo + best) if seg[best] >= _MIN_PITCH_CORRELATION else float("nan")
 
 
-def line_height(raster: np.ndarray, stats: ComponentStats, scale: float) -> float:
-    """Height (pixels) the blob filters are scaled to: ``H_cc``, or pitch / 2.5 where the
-    region's lines are regularly spaced much further apart than its components are tall
-    (Arabic hands broken into letter groups: H_cc 20 px for lines 100 px apart)."""
+def line_height(raster: np.ndarray, stats: ComponentStats, scale: float, t_o: float) -> float:
+    """Height (pixels) the blob filters and the overlap test are scaled to: ``H_cc``, or
+    pitch / 2.5 where the region's lines are regularly spaced much further apart than its
+    components are tall (Arabic hands broken into letter groups: H_cc 20 px for lines 100 px
+    apart), and at most ``BLOB_PITCHES`` x pitch / ``t_o`` (tall loops: H_cc near the pitch)."""
     pitch = line_pitch(raster.sum(axis=1), 1.2 * stats.h_cc * scale, 20.0 * stats.h_cc * scale) / scale
     if not np.isfinite(pitch):
         return stats.h_cc
-    return max(stats.h_cc, pitch / PITCH_PER_LINE_HEIGHT)
+    return min(max(stats.h_cc, pitch / PITCH_PER_LINE_HEIGHT), BLOB_PITCHES * pitch / t_o)
 
 
 def _otsu(values: np.ndarray) -> float:
@@ -479,7 +488,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
         scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
-        blob_stats = replace(stats, h_cc=line_height(raster, stats, scale)) if params.pitch_line_height else stats
+        blob_stats = (replace(stats, h_cc=line_height(raster, stats, scale, params.t_o))
+                      if params.pitch_line_height else stats)
         blobs = line_blobs(raster, blob_stats, params, scale, scale_u)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())

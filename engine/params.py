@@ -160,7 +160,9 @@ class Parameters:
     overlap_valleys: bool = True
     #: Scale the blob filters (and t_o) to the region's line pitch / 2.5 where its lines are
     #: regularly spaced much further apart than its components are tall (Arabic hands broken
-    #: into letter groups: H_cc 20 px for lines 100 px apart); off = H_cc, as printed.
+    #: into letter groups: H_cc 20 px for lines 100 px apart), and never so large that a blob
+    #: 1.2 pitches tall passes for one line (tall loops: initial_lines.BLOB_PITCHES); off =
+    #: H_cc, as printed.
     pitch_line_height: bool = True
     #: Blobs whose ink ratio is under t_r are residual and dropped (paper: 0.08).
     t_r: float = 0.08

@@ -6,6 +6,7 @@ the unary term."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import cv2
 import numpy as np
@@ -269,6 +270,31 @@ def test_line_pitch_of_periodic_profile():
     assert initial_lines.line_pitch(profile, 10, 200) == pytest.approx(37, abs=1)
     assert math.isnan(initial_lines.line_pitch(rng.random(600), 10, 200))
     assert math.isnan(initial_lines.line_pitch(np.zeros(600), 10, 200))
+
+
+def test_a_blob_taller_than_the_pitch_allows_is_cut_where_h_cc_is_near_the_pitch():
+    """Eight rows 40 px apart; the loops of row 3 reach row 4 and join them into one blob ~52 px
+    tall. With H_cc 30 (tall loops: 0.75 x the pitch) t_o x H_cc = 60 lets it pass as one line;
+    the pitch caps the blob scale at 1.2 x 40 / t_o = 24 px and the pair is cut (8 blobs). A
+    page whose H_cc lies well under the pitch keeps pitch / 2.5."""
+    rng = np.random.default_rng(0)
+    pitch = 40
+    raster = np.zeros((8 * pitch + 40, 600), np.float32)
+    for k in range(8):
+        y = 20 + k * pitch
+        raster[y:y + 12, 20:580] = rng.random((12, 560)) < 0.5
+        if k == 2:
+            for x in rng.integers(20, 580, 150):
+                raster[y + 12:y + pitch, x:x + 2] = 1
+    params = Parameters()
+    stats = ComponentStats(h_cc=30.0, w_cc=60.0, n_components=100)
+    height = initial_lines.line_height(raster, stats, 1.0, params.t_o)
+    assert height == pytest.approx(initial_lines.BLOB_PITCHES * pitch / params.t_o)
+    n_blobs = lambda h: len(np.unique(initial_lines.line_blobs(raster, replace(stats, h_cc=h), params, 1.0))) - 1
+    assert n_blobs(stats.h_cc) == 7
+    assert n_blobs(height) == 8
+    small = ComponentStats(h_cc=12.0, w_cc=60.0, n_components=100)
+    assert initial_lines.line_height(raster, small, 1.0, params.t_o) == pytest.approx(pitch / 2.5)
 
 
 def test_broken_script_one_line_per_row(monkeypatch):
