@@ -182,7 +182,8 @@ class Parameters:
     #: they touch has most of its samples on another line): EM lines through a cloud's
     #: loops, the tops of a taller row, stroke ends under a row. Their samples go to their
     #: component's line. No threshold; not in the paper. poilus-dev FM 62.5 -> 64.3 %, line
-    #: IU 70.9 -> 74.3 % (19 fewer lines, 2 more matched); the other four sets unchanged.
+    #: IU 70.9 -> 74.3 % (18 fewer lines, 2 more matched); moc-train one line fewer (FM 25.8 ->
+    #: 25.9 %); ahte-train, cremma20 and kraken-sample unchanged.
     remove_ownerless_lines: bool = True
     #: Before EM, pass the initial lines through stage 8's clean-up (surplus and diacritic
     #: lines removed, fragments and duplicates of one text line merged, lines refitted) on the
