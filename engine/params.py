@@ -263,7 +263,8 @@ class Parameters:
     # --- stage 8: post-processing -------------------------------------------------------
     #: Lines whose prior (relative to their region) is below epsilon are removed.
     epsilon: float = 1e-3
-    #: Merge collinear fragments whose ends are at most merge_gap x W_cc apart ...
+    #: Merge collinear fragments whose ends are at most merge_gap x W_cc apart (also how far
+    #: beyond a line's end non-text ink on its row is given to it, postprocess.label_non_text) ...
     merge_gap: float = 4.0
     #: ... and whose offset across the text is at most merge_offset x H_cc, or at most
     #: merge_offset_pitch x the region's median interline space (wavy lines, Arabic).

@@ -145,20 +145,41 @@ def test_a_cloud_round_two_rows_is_stripped_and_its_words_stay() -> None:
 
 def test_non_text_pixels_go_to_the_line_on_their_row_up_to_a_word_beyond_its_end() -> None:
     # One line along y = 100, its extent 2 sigma_s = 100 px either side of x = 200; H_cc 30,
-    # W_cc 60. Non-text pixels on its row 30 px past its end (a word touching a frame there)
-    # take it; 120 px past it (two words away) or 45 px across it (the next row's) do not.
+    # W_cc 60, reach 4 W_cc = 240 px. Non-text pixels on its row 30 and 200 px past its end (a
+    # word touching a frame there) take it; 300 px past it or 45 px across it (the next
+    # row's) do not; with a reach of 1 W_cc the one 200 px past it does not either.
     line = LineSet(np.array([0.0]), np.array([100.0]), np.array([200.0]), np.array([8.0]),
                    np.array([50.0]), np.array([1.0]), np.zeros(1, np.int32), np.zeros(1), True)
-    non_text = np.zeros((200, 500), bool)
+    non_text = np.zeros((200, 800), bool)
     non_text[98:102, 328:332] = True  # 30 px beyond the end
-    non_text[98:102, 418:422] = True  # 120 px beyond
+    non_text[98:102, 498:502] = True  # 200 px beyond
+    non_text[98:102, 598:602] = True  # 300 px beyond
     non_text[143:147, 200:204] = True  # 45 px across
     prep = SimpleNamespace(non_text=non_text, faint=None, page_area=None,
                            stats=SimpleNamespace(h_cc=30.0, w_cc=60.0))
-    labels = np.zeros((200, 500), np.int32)
-    label_non_text(labels, prep, line)
-    assert (labels[98:102, 328:332] == 1).all()
-    assert not labels[98:102, 418:422].any() and not labels[143:147, 200:204].any()
+    labels = np.zeros((200, 800), np.int32)
+    label_non_text(labels, prep, line, beyond=4.0)
+    assert (labels[98:102, 328:332] == 1).all() and (labels[98:102, 498:502] == 1).all()
+    assert not labels[98:102, 598:602].any() and not labels[143:147, 200:204].any()
+    short = np.zeros((200, 800), np.int32)
+    label_non_text(short, prep, line, beyond=1.0)
+    assert (short[98:102, 328:332] == 1).all() and not short[98:102, 498:502].any()
+
+
+def test_a_word_past_its_lines_start_goes_to_it_not_to_the_nearer_rows_around() -> None:
+    # Line 1 on y = 100 holds x 100..300; lines 0 and 2 (y = 40 and 160) run x 0..600. A word
+    # stripped with a frame at x 400 on y = 100 is 60 px from lines 0 and 2, outside their
+    # bands (1 H_cc = 20 px), and 100 px past line 1's end: it goes to line 1.
+    lines = LineSet(np.zeros(3), np.array([40.0, 100.0, 160.0]), np.array([300.0, 200.0, 300.0]),
+                    np.full(3, 6.0), np.array([150.0, 50.0, 150.0]), np.full(3, 1 / 3),
+                    np.zeros(3, np.int32), np.zeros(3), True)
+    non_text = np.zeros((200, 700), bool)
+    non_text[98:102, 398:402] = True
+    prep = SimpleNamespace(non_text=non_text, faint=None, page_area=None,
+                           stats=SimpleNamespace(h_cc=20.0, w_cc=60.0))
+    labels = np.zeros((200, 700), np.int32)
+    label_non_text(labels, prep, lines, beyond=4.0)
+    assert (labels[98:102, 398:402] == 2).all()
 
 
 def test_non_text_pixels_within_the_lines_own_band_of_ink_go_to_it() -> None:
