@@ -452,14 +452,8 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
         pts_line = labels[py, px].astype(np.int64)
         _, nearest = cKDTree(pts).query(xy[in_gap], k=1, workers=2)
         # Majority vote of the component's pixels; ties go to the smaller line index.
-        n_out = len(lines) + 1
-        code, votes = np.unique(cid[in_gap].astype(np.int64) * n_out + pts_line[nearest],
-                                return_counts=True)
-        comp_of, line_of = code // n_out, code % n_out
-        order = np.lexsort((line_of, -votes, comp_of))
-        comp_of, line_of = comp_of[order], line_of[order]
-        first = np.r_[True, comp_of[1:] != comp_of[:-1]]
-        lut[comp_of[first]] = line_of[first]
+        comp_of, line_of = majority(cid[in_gap], pts_line[nearest], len(lines) + 1)
+        lut[comp_of] = line_of
         flat[pix[in_gap]] = lut[cid[in_gap]]
     return labels
 
@@ -652,21 +646,25 @@ def ink_bands(prep: Preparation, lines: LineSet, sample_labels: np.ndarray | Non
     return lo, hi
 
 
+def majority(groups: np.ndarray, values: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:
+    """The most frequent of ``values`` (ints in ``0..n_values-1``) in each group: the groups
+    present (sorted) and their value, ties to the smaller value; both ``(G,)``."""
+    code, votes = np.unique(np.asarray(groups, np.int64) * n_values + values, return_counts=True)
+    group, value = code // n_values, code % n_values
+    order = np.lexsort((value, -votes, group))
+    group, value = group[order], value[order]
+    first = np.r_[True, group[1:] != group[:-1]]
+    return group[first], value[first]
+
+
 def component_owners(labels: np.ndarray, sample_component: np.ndarray) -> np.ndarray:
     """The line most of each component's samples are on, ``(C + 1,)`` indexed by component
     id (-1: no labelled sample); ties go to the smaller line index."""
     owner = np.full(int(sample_component.max(initial=0)) + 1, -1, np.int64)
     has = labels >= 0
-    if not has.any():
-        return owner
-    width = int(labels.max()) + 1
-    keys, counts = np.unique(sample_component[has].astype(np.int64) * width + labels[has],
-                             return_counts=True)
-    comp, line = keys // width, keys % width
-    order = np.lexsort((line, -counts, comp))
-    comp, line = comp[order], line[order]
-    first = np.r_[True, comp[1:] != comp[:-1]]
-    owner[comp[first]] = line[first]
+    if has.any():
+        comp, line = majority(sample_component[has], labels[has], int(labels.max()) + 1)
+        owner[comp] = line
     return owner
 
 
