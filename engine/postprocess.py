@@ -567,13 +567,13 @@ def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:
 def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet,
                    sample_labels: np.ndarray | None = None, beyond: float = NON_TEXT_BEYOND) -> None:
     """Give the non-text and faint pixels on the page (``prep.non_text``, ``prep.faint``)
-    that lie on a line's row to that line, in place in ``labels`` ``(H, W)``: each to its nearest line when within
-    its band of ink across it (:func:`ink_bands`; ``sample_labels`` ``(N,)``, the samples'
-    lines, widen it to the line's own samples) and ``beyond`` x W_cc beyond its ends; of the
-    lines a pixel is that close to, the nearest takes it. (The nearest line alone is not
-    enough: a word stripped at the start of a row lies beyond its line's end, and the lines
-    above and below, whose extents cover it, are nearer but hold it outside their bands;
-    poilus AN_0292-0 "tient", AN_0232-0.)
+    that lie on a line's row to that line, in place in ``labels`` ``(H, W)``: each to the
+    nearest of the lines that hold it within their band of ink across them (:func:`ink_bands`;
+    ``sample_labels`` ``(N,)``, the samples' lines, widen it to the line's own samples) and
+    within ``beyond`` x W_cc past their ends. (The nearest line alone is not enough: a word
+    stripped at the start of a row lies beyond its line's end, and the lines above and below,
+    whose extents cover it, are nearer but hold it outside their bands; poilus AN_0292-0
+    "tient", AN_0232-0.)
 
     Non-text ink was kept out of sampling so that rules, frames and flourishes would not
     make lines of their own or join rows; but words written over a rule or touching a frame
