@@ -213,6 +213,7 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
                                        _FINE_ANGLES)
         main_k = int(np.argmax(curves[main]))
         for p in ids:
+            members = idx[part[idx] == p]
             own_k = int(np.argmax(curves[p]))
             gap = _angle_gap(_FINE_ANGLES[own_k], _FINE_ANGLES[main_k])
             # A few hundred samples are a few words, whose angle is reliable only when it is
@@ -220,17 +221,16 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
             evidence = gap >= _FAR_ANGLE or sizes[ids == p][0] >= 16 * min_samples
             distinct = curves[p][main_k] < KEEP_RATIO * curves[p][own_k] and gap > SPLIT_ANGLE and evidence
             if (p != main and in_block is not None and gap > SPLIT_ANGLE
-                    and in_block[idx[part[idx] == p]].mean() > 0.5):
+                    and in_block[members].mean() > 0.5):
                 # Mostly words written across the main text (across_blocks): their own
                 # direction is the evidence; a note's lines up a margin are too irregular
                 # for the contrast test (AN_0008-3: 0.036 at -90 deg, 0.026 at 0 deg).
                 distinct = True
             if p != main and distinct and elongation is not None:
-                members = idx[part[idx] == p]
                 distinct = (sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[own_k]))
                             > sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[main_k])))
             if p != main and not distinct:
-                part[idx[part[idx] == p]] = main
+                part[members] = main
     return part
 
 

@@ -116,8 +116,10 @@ def stale_parameters(saved: dict[str, Any], old_defaults: dict[str, Any] | None)
     basis = old_defaults if old_defaults is not None else new_defaults
     dropped = [f"{k}={saved[k]}" for k in sorted(saved) if k in basis and saved[k] != basis[k]
                and saved[k] != new_defaults.get(k)]
+    if old_defaults is None:
+        return dropped, []
     changed = []
-    for k in sorted(set(old_defaults or {}) | set(new_defaults)) if old_defaults is not None else []:
+    for k in sorted(set(old_defaults) | set(new_defaults)):
         if k not in old_defaults:
             changed.append(f"new {k} = {new_defaults[k]}")
         elif k not in new_defaults:
