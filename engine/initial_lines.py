@@ -41,6 +41,17 @@ PITCH_PER_LINE_HEIGHT = 2.5
 BLOB_PITCHES = 1.2
 # Autocorrelation a pitch needs to be trusted (regular line spacing); noise pages stay under 0.2.
 _MIN_PITCH_CORRELATION = 0.5
+# A period shows as a peak standing above a trough before it (half a period between rows); a
+# profile without rows decays slowly with only ripples on it. A pitch's peak must rise this
+# much above the lowest autocorrelation at smaller lags. On the 79 dev pages ripples rise
+# 0.00-0.09 (AN_0292-0's signature region, AN_0056-0, AN_0305-1, moc_train_3 and _4), row
+# periods 0.19 and more; 0.15 sits in that gap. poilus-dev gave the same at every value from
+# 0.05 to 0.55; elsewhere 0.25 changed one line count (moc_train_4), 0.55 two.
+_MIN_PITCH_PROMINENCE = 0.15
+# Smallest pitch looked for, in H_cc: dense margin notes are a pitch of one H_cc apart
+# (AN_0008-3: 60 px for H_cc 60 px). Below half a text height the rows' own width keeps the
+# autocorrelation high without a trough, so there is no peak to take (0.3 gave the same).
+_MIN_PITCH_HCC = 0.5
 # Blob elongation (mean log(width / height)) at which the orientation range's best angle shows
 # lines (blobs ~7 x longer than tall): a steep angle is not considered then. Latin pages: 2.2-3.3;
 # moc-train regions rightly turned steep: -0.9-1.3 within the range.
@@ -283,8 +294,9 @@ def blob_elongation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: C
 
 def line_pitch(profile: np.ndarray, min_lag: float, max_lag: float) -> float:
     """The period of a row profile ``(h,)`` across the text (in rows): the highest local
-    maximum of its autocorrelation between ``min_lag`` and ``max_lag``; NaN when there is
-    none or it is too weak to show regular lines."""
+    maximum of its autocorrelation between ``min_lag`` and ``max_lag`` that stands
+    ``_MIN_PITCH_PROMINENCE`` above the autocorrelation's lowest value at smaller lags; NaN
+    when there is none or it is too weak to show regular lines."""
     p = np.asarray(profile, np.float64) - np.mean(profile)
     n = len(p)
     lo, hi = max(int(min_lag), 1), min(int(max_lag), n - 2)
@@ -295,6 +307,8 @@ def line_pitch(profile: np.ndarray, min_lag: float, max_lag: float) -> float:
     ac = ac / ac[0]
     seg = ac[lo:hi + 1]
     peaks = np.flatnonzero((seg[1:-1] > seg[:-2]) & (seg[1:-1] >= seg[2:])) + 1
+    trough = np.minimum.accumulate(ac)[lo + peaks - 1]  # lowest value before each peak
+    peaks = peaks[seg[peaks] - trough >= _MIN_PITCH_PROMINENCE]
     if len(peaks) == 0:
         return float("nan")
     best = peaks[np.argmax(seg[peaks])]
@@ -306,7 +320,8 @@ def line_height(raster: np.ndarray, stats: ComponentStats, scale: float, t_o: fl
     pitch / 2.5 where the region's lines are regularly spaced much further apart than its
     components are tall (Arabic hands broken into letter groups: H_cc 20 px for lines 100 px
     apart), and at most ``BLOB_PITCHES`` x pitch / ``t_o`` (tall loops: H_cc near the pitch)."""
-    pitch = line_pitch(raster.sum(axis=1), 1.2 * stats.h_cc * scale, 20.0 * stats.h_cc * scale) / scale
+    h = stats.h_cc * scale
+    pitch = line_pitch(raster.sum(axis=1), _MIN_PITCH_HCC * h, 20.0 * h) / scale
     if not np.isfinite(pitch):
         return stats.h_cc
     return min(max(stats.h_cc, pitch / PITCH_PER_LINE_HEIGHT), BLOB_PITCHES * pitch / t_o)

@@ -272,6 +272,19 @@ def test_line_pitch_of_periodic_profile():
     assert math.isnan(initial_lines.line_pitch(np.zeros(600), 10, 200))
 
 
+def test_line_pitch_takes_a_period_as_short_as_h_cc_but_not_a_ripple():
+    """Dense notes a pitch of one H_cc apart have a period; a region whose ink just thickens
+    downwards (a signature) has an autocorrelation that decays slowly with ripples on it,
+    which rise above no trough: no period. Both peaks are above the correlation floor."""
+    rows = np.arange(112)
+    h_cc = 8.0
+    notes = np.maximum(np.sin(2 * np.pi * rows / h_cc), 0) ** 2 + 0.05 * rows / 112
+    ramp = rows / 112 + 0.1 * np.sin(2 * np.pi * rows / h_cc)
+    lo, hi = initial_lines._MIN_PITCH_HCC * h_cc, 20 * h_cc
+    assert initial_lines.line_pitch(notes, lo, hi) == pytest.approx(h_cc, abs=0.5)
+    assert math.isnan(initial_lines.line_pitch(ramp, lo, hi))
+
+
 def test_a_blob_taller_than_the_pitch_allows_is_cut_where_h_cc_is_near_the_pitch():
     """Eight rows 40 px apart; the loops of row 3 reach row 4 and join them into one blob ~52 px
     tall. With H_cc 30 (tall loops: 0.75 x the pitch) t_o x H_cc = 60 lets it pass as one line;
