@@ -455,7 +455,36 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
         comp_of, line_of = majority(cid[in_gap], pts_line[nearest], len(lines) + 1)
         lut[comp_of] = line_of
         flat[pix[in_gap]] = lut[cid[in_gap]]
+    _yield_to_cores(flat, comps.shape[1], lines, forms, (z_lo, z_hi), (z_out_lo, z_out_hi))
     return labels
+
+
+def _yield_to_cores(flat: np.ndarray, width: int, lines: LineSet, forms: np.ndarray,
+                    core: tuple[float, float], outer: tuple[float, float]) -> None:
+    """Relabel in place the pixels of ``flat`` (a raveled label map ``width`` wide) that lie
+    beyond their line's outer band or past its ends, where that line has next to no ink, and
+    in the core of their nearest line: they go to it. A component placed whole (a stamp or a
+    frame on its own line, an ascender of a word whose samples all agree) can still reach
+    into another line's body, and a polygon there counts those pixels to that line (poilus
+    AN_0232-0). The rule for split components above moves such pixels only between a
+    component's own candidate lines."""
+    at = np.flatnonzero(flat)
+    if len(at) == 0 or len(lines) < 2:
+        return
+    own = flat[at].astype(np.int64) - 1
+    ys, xs = np.divmod(at, width)
+    xy = np.stack([xs, ys], axis=1).astype(np.float64)
+    d_t, beyond = _signed_distance(xy, lines, own, forms)
+    z = d_t / lines.sigma_t[own]
+    away = (z < outer[0]) | (z > outer[1]) | (beyond > 0)
+    if not away.any():
+        return
+    at, own, xy = at[away], own[away], xy[away]
+    near = nearest_line(xy, lines)
+    d_t, beyond = _signed_distance(xy, lines, near, forms)
+    z = d_t / lines.sigma_t[near]
+    move = (near != own) & (z >= core[0]) & (z <= core[1]) & (beyond == 0)
+    flat[at[move]] = (near[move] + 1).astype(flat.dtype)
 
 
 def _distance(xy: np.ndarray, lines: LineSet, idx: np.ndarray, forms: np.ndarray | None = None

@@ -195,3 +195,35 @@ def test_line_forms_give_the_region_frame_distances(rotation_invariant: bool) ->
     np.testing.assert_allclose(beyond, np.maximum(np.abs(along - lines.c[idx]) - 2.0 * lines.sigma_s[idx], 0.0),
                                atol=1e-9)
     assert (beyond > 0).any() and (beyond == 0).any()
+
+
+def test_ink_placed_whole_yields_what_reaches_into_another_lines_core(monkeypatch) -> None:
+    """A stroke whose samples all chose the upper line (placed whole) but which hangs down
+    into the lower line's core: its end there, past the upper line's outer band, goes to the
+    lower line (a polygon there counts those pixels to it); the rest stays on the upper line.
+    The stroke is on the profile too, so the outer band reaches far down: only its end moves."""
+    ink = np.zeros((400, 900), bool)
+    truth = np.zeros(ink.shape, np.int32)
+    for x0 in range(20, 820, 80):
+        _word(ink, truth, 1, UPPER, x0)
+        _word(ink, truth, 2, LOWER, x0)
+    ink[UPPER:LOWER + 5, 870:874] = True  # its own component, right of every word
+    lines = LineSet(a=np.zeros(2), b=np.array([UPPER, LOWER], float), c=np.full(2, 450.0),
+                    sigma_t=np.full(2, SIGMA_T), sigma_s=np.full(2, 250.0), prior=np.full(2, 0.5),
+                    region=np.zeros(2, np.int32), phi=np.zeros(2))
+    prep = _prep(ink)
+    labels = nearest_line(prep.samples, lines)
+    stroke_id = prep.components[UPPER + 20, 871]
+    labels[prep.sample_component == stroke_id] = 0
+    out = final_labels(prep, lines, labels)
+    stroke = prep.components == stroke_id
+    rows = np.nonzero(stroke)[0]
+    moved = rows[out[stroke] == 2]
+    assert len(moved) >= 8
+    assert moved.min() > rows[out[stroke] == 1].max()  # the stroke's end, nothing above it
+    assert moved.min() > (UPPER + LOWER) / 2 and moved.max() <= LOWER + 0.5 * SIGMA_T
+    words = ink & ~stroke
+    assert np.all(out[words] == truth[words])
+    # Without the rule the stroke stays whole on the upper line.
+    monkeypatch.setattr("engine.postprocess._yield_to_cores", lambda *args: None)
+    assert np.all(final_labels(prep, lines, labels)[stroke] == 1)
