@@ -46,7 +46,7 @@ STEPS: list[tuple[str, tuple[str, ...]]] = [
      ("orientation_score", "steep_regions", "overlap_valleys", "pitch_line_height", "weak_line_level")),
     ("+ min_region_samples, remove_diacritic_lines, remove_ownerless_lines, merge_initial_lines",
      ("min_region_samples", "remove_diacritic_lines", "remove_ownerless_lines", "merge_initial_lines")),
-    ("+ final_labelling = profile", ("final_labelling",)),
+    ("+ final_labelling = profile, follow_local_rows", ("final_labelling", "follow_local_rows")),
     ("+ front end: page_area, strip_strokes, label_non_text (= default)",
      ("page_area", "strip_strokes", "label_non_text", "colour_non_text")),
 ]

@@ -157,7 +157,9 @@ class InkResult:
     ``non_text`` bool ``(H, W)``: dark pixels kept out of the ink as not text (long straight
     strokes of rules, frames and borders; blobs far larger than the text; the surround);
     ``faint`` bool ``(H, W)``: pixels on the page darker than its global (Otsu) split between
-    ink and paper that the local binarisation left out (pale strokes, faint rules)."""
+    ink and paper that the local binarisation left out (pale strokes, faint rules);
+    ``specks`` bool ``(H, W)``: ink of the components too small to sample (``speck_ratio``,
+    ``min_speck_area``)."""
 
     ink: np.ndarray
     labels: np.ndarray
@@ -165,6 +167,7 @@ class InkResult:
     page_area: np.ndarray
     non_text: np.ndarray
     faint: np.ndarray | None = None
+    specks: np.ndarray | None = None
 
 
 def ink_components(page: Page, params: Parameters) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -252,6 +255,13 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
         non_text |= stamps
     kept = np.flatnonzero(keep)
     keep[kept] = _speck_keep(np.concatenate([stats[:1], stats[kept]]), params)[1:]
+    # The specks are kept as a mask: too small to sample, still the page's ink (a stroke's
+    # broken piece, a small dot), so the final labels give them their nearest line's ink.
+    is_speck = np.zeros(len(keep), bool)
+    is_speck[kept] = ~keep[kept]
+    specks = np.zeros(labels.shape, bool)
+    at = nonzero_index(labels)
+    specks.ravel()[at[is_speck[labels.ravel()[at]]]] = True
     labels = keep_components(labels, keep, in_place=True)  # the labelling's own array
     ink = labels > 0
     # The ground truth of a line is all of its dark pixels; the local threshold keeps only the
@@ -260,7 +270,7 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     if rough is not None:
         faint = (rough | stroke_rims(page.gray, ink, area & ~rough)) & area & ~ink & ~non_text
     return InkResult(ink=ink, labels=labels, stats=np.concatenate([stats[:1], stats[keep]]),
-                     page_area=area, non_text=non_text, faint=faint)
+                     page_area=area, non_text=non_text, faint=faint, specks=specks)
 
 
 def spans_rows(stats: np.ndarray, h_text: float) -> np.ndarray:

@@ -182,6 +182,9 @@ class Preparation:
     #: Pixels darker than the page's global ink/paper split but left out of the ink by the
     #: local binarisation (pale strokes), bool ``(H, W)``; labelled on a line's row only.
     faint: np.ndarray | None = None
+    #: Ink of the components too small to sample (specks: a stroke's broken piece, a small
+    #: dot, noise), bool ``(H, W)``; labelled with the nearest labelled ink only.
+    specks: np.ndarray | None = None
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""

@@ -95,7 +95,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
                        regions=regions, initial_lines=lines, timings=timings, source=page.path,
                        component_heights=heights, page_area=found.page_area,
-                       non_text=found.non_text, faint=found.faint)
+                       non_text=found.non_text, faint=found.faint,
+                       specks=found.specks)
     if params.merge_initial_lines and len(lines):
         say("merge initial lines")
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
@@ -106,7 +107,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
 def preparation_summary(prep: Preparation) -> dict[str, Any]:
     """What stage 1-2 found on the page, for the JSON output and the window: the text scale
     (``h_cc``, ``w_cc``, pixels), the page area (its share of the image and its outlines, (x, y)
-    pixel polygons), and the pixels kept out of the ink as not text and as faint."""
+    pixel polygons), and the pixels kept out of the ink as not text, as faint and as specks."""
     h, w = prep.shape
     out: dict[str, Any] = {"h_cc": float(prep.stats.h_cc), "w_cc": float(prep.stats.w_cc),
                            "ink_pixels": int(np.count_nonzero(prep.ink))}
@@ -118,6 +119,8 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         out["non_text_pixels"] = int(np.count_nonzero(prep.non_text))
     if prep.faint is not None and prep.faint.shape == (h, w):
         out["faint_pixels"] = int(np.count_nonzero(prep.faint))
+    if prep.specks is not None and prep.specks.shape == (h, w):
+        out["speck_pixels"] = int(np.count_nonzero(prep.specks))
     return out
 
 

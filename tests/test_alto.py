@@ -163,9 +163,11 @@ def test_alto_round_trip_as_ground_truth(tmp_path, kind):
     vertices, one pixel of margin; where two outlines overlap the smaller wins), so a few ink
     pixels may change line, but far fewer than the 5 % a line needs to lose to miss the
     contest's T_a = 0.95: every line must still be matched one-to-one, FM = 1 (one missed line
-    of these 5-9 would give FM <= 0.9), and the pixels must agree to 98 % (99 % before the
+    of these 5-9 would give FM <= 0.9), and the pixels must agree to 97.5 % (99 % before the
     final labels took the strokes' pale rims, which reach past the outline's margin: 98.9 %
-    on the skewed page).
+    on the skewed page; 98 % until components followed their lines' local rows, which on this
+    small page, where some lines hold words of two rows, lets two outlines overlap more:
+    98.0 %).
     """
     page = make_page(kind, seed=1, scale=0.6)
     Image.fromarray(page.image).save(tmp_path / "pg.png")
@@ -182,4 +184,4 @@ def test_alto_round_trip_as_ground_truth(tmp_path, kind):
     assert score.contest.n == score.contest.m == n_written
     assert score.contest.fm == 1.0
     assert score.line.correct == n_written
-    assert score.line.tp / (score.line.tp + score.line.fp + score.line.fn) >= 0.98
+    assert score.line.tp / (score.line.tp + score.line.fp + score.line.fn) >= 0.975

@@ -59,7 +59,7 @@ def fake_segment(page, params, progress=None):
     say("labelling")
     prep = SimpleNamespace(gray=page.gray, timings={"ink": 0.001}, ink=ink, shape=ink.shape,
                            stats=ComponentStats(h_cc=6.0, w_cc=float(w), n_components=n),
-                           page_area=None, non_text=None, faint=None)
+                           page_area=None, non_text=None, faint=None, specks=None)
     snap = SimpleNamespace(iteration=1, converged=True)
     return prep, snap, seg
 

@@ -33,13 +33,13 @@ def snapshots(prep):
 
 
 def assert_every_ink_pixel_labelled(seg, prep) -> None:
-    """Every ink pixel has a line; a labelled pixel off the ink is one of the page's faint or
-    non-text pixels on a line's row (engine.postprocess.label_non_text), never paper."""
+    """Every ink pixel has a line; a labelled pixel off the ink is one of the page's faint,
+    non-text or speck pixels (engine.postprocess.label_non_text, label_specks), never paper."""
     labelled = seg.labels > 0
     assert np.all(labelled[prep.ink])
     extra = labelled & ~prep.ink
     allowed = np.zeros_like(extra)
-    for mask in (prep.faint, prep.non_text):
+    for mask in (prep.faint, prep.non_text, prep.specks):
         if mask is not None:
             allowed |= mask
     assert not np.any(extra & ~allowed)

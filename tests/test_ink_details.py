@@ -8,12 +8,15 @@ from types import SimpleNamespace
 
 import cv2
 import numpy as np
+from scipy import ndimage
 
 from engine.components import component_boxes, component_stats, solid_bars
 from engine.ink import _strip_long_strokes, find_ink, label_components, spans_rows, stroke_rims
+from engine.io import page_from_array
 from engine.model import LineSet, Page
 from engine.params import Parameters
-from engine.postprocess import grow_labels, label_non_text
+from engine.pipeline import segment
+from engine.postprocess import finish, grow_labels, label_non_text, label_specks
 
 H_TEXT = 30.0
 
@@ -203,3 +206,61 @@ def test_non_text_pixels_within_the_lines_own_band_of_ink_go_to_it() -> None:
     label_non_text(labels, prep, line, np.zeros(200, np.int64))
     assert (labels[143:147, 200:204] == 1).all()
     assert not labels[168:172, 240:244].any()
+
+
+def test_a_speck_takes_the_line_of_the_nearest_ink_not_of_the_nearest_line() -> None:
+    # Line 1's word on rows 40-50 has a descender down to row 95; line 2's word sits on rows
+    # 110-120. A speck 3 px right of the descender's tip (row 93) is nearer line 2's body
+    # (17 px) than line 1's (43 px) but nearest to line 1's ink: it takes line 1. A speck 4 px
+    # above line 2's word takes line 2; one 60 px from any ink stays unlabelled (reach 20 px).
+    labels = np.zeros((200, 300), np.int32)
+    labels[40:50, 20:200] = 1
+    labels[50:96, 100:103] = 1
+    labels[110:120, 20:200] = 2
+    specks = np.zeros((200, 300), bool)
+    specks[92:94, 105:107] = True
+    specks[104:106, 60:62] = True
+    specks[180:182, 260:262] = True
+    label_specks(labels, specks, 20.0)
+    assert (labels[92:94, 105:107] == 1).all()
+    assert (labels[104:106, 60:62] == 2).all()
+    assert not labels[180:182, 260:262].any()
+    # Labelled pixels are never relabelled.
+    assert (labels[40:50, 20:200] == 1).all() and (labels[110:120, 20:200] == 2).all()
+
+
+def test_specks_are_kept_out_of_sampling_and_labelled_with_their_strokes_line() -> None:
+    # A bilevel synthetic page with 30 dots of 2 x 2 px, 3-4 px from the writing (a stroke's
+    # broken pieces), and one in the margin 100 px from any ink. The dots are too small to
+    # sample (specks), yet each pixel ends with the line of the labelled ink nearest it; the
+    # margin's stays unlabelled; with label_non_text off (the paper) no dot is labelled.
+    from synthetic import make_page
+
+    page = make_page("straight", seed=0)
+    ink = page.image < 128
+    dist = ndimage.distance_transform_edt(~ink)
+    ok = (dist >= 3) & (dist <= 4)
+    ok = ok[:-1, :-1] & ok[1:, :-1] & ok[:-1, 1:] & ok[1:, 1:]
+    spots = np.argwhere(ok)
+    dots = spots[np.random.default_rng(0).choice(len(spots), 30, replace=False)]
+    dotted = ink.copy()
+    for y, x in dots:
+        dotted[y:y + 2, x:x + 2] = True
+    assert dist[20, 20] > 90
+    dotted[20:22, 20:22] = True
+    prep, snap, seg = segment(page_from_array(dotted), Parameters())
+    assert all(prep.specks[y:y + 2, x:x + 2].all() and not prep.ink[y:y + 2, x:x + 2].any() for y, x in dots)
+    # Each dot pixel's line is that of the nearest labelled ink (ties either way).
+    at_dots = np.zeros(ink.shape, bool)
+    for y, x in dots:
+        at_dots[y:y + 2, x:x + 2] = True
+    written = np.where(at_dots, 0, seg.labels)
+    got = seg.labels[at_dots]
+    assert (got > 0).all()
+    d_got = np.zeros(len(got))
+    for k in np.unique(got):
+        d_got[got == k] = ndimage.distance_transform_edt(written != k)[at_dots][got == k]
+    assert np.allclose(d_got, ndimage.distance_transform_edt(written == 0)[at_dots])
+    assert not seg.labels[20:22, 20:22].any()
+    paper = finish(prep, snap, Parameters(label_non_text=False))
+    assert not any(paper.labels[y:y + 2, x:x + 2].any() for y, x in dots)
