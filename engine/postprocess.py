@@ -667,7 +667,10 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
         labels = final_labels(prep, final, sample_labels)
     if params.label_non_text and len(final):
         if prep.specks is not None and prep.specks.shape == labels.shape:
-            label_specks(labels, prep.specks, SPECK_REACH * prep.stats.h_cc)
+            # Specks as dark as the page's ink at large are faint pixels too, labelled below
+            # with them; the others have no other rule.
+            specks = prep.specks if prep.faint is None else prep.specks & ~prep.faint
+            label_specks(labels, specks, SPECK_REACH * prep.stats.h_cc)
         if prep.non_text is not None or prep.faint is not None:
             label_non_text(labels, prep, final, sample_labels, params.merge_gap)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
@@ -756,9 +759,12 @@ def label_specks(labels: np.ndarray, specks: np.ndarray, reach: float) -> None:
     # Only the labelled ink within reach of a speck is a candidate: a dilation of the specks
     # picks it without measuring the distance of every page pixel.
     zone = cv2.dilate(todo.view(np.uint8), cv2.getStructuringElement(cv2.MORPH_RECT, (2 * r + 1,) * 2))
+    # The labelled pixel nearest a point outside the labelled ink lies on its edge (a pixel
+    # with an unlabelled 8-neighbour): only those are candidates, half of the ink or less.
+    labelled = (labels > 0).view(np.uint8)
+    edge = (zone > 0) & (labelled > 0) & (cv2.erode(labelled, np.ones((3, 3), np.uint8)) == 0)
     flat = labels.ravel()
-    source = nonzero_index(zone)
-    source = source[flat[source] > 0]
+    source = nonzero_index(edge)
     target = nonzero_index(todo)
     if len(source) == 0:
         return
