@@ -11,7 +11,8 @@ import numpy as np
 from scipy import ndimage
 
 from engine.components import component_boxes, component_stats, solid_bars
-from engine.ink import _strip_long_strokes, find_ink, label_components, spans_rows, stroke_rims
+from engine.ink import (_strip_long_strokes, find_ink, label_components, spans_rows, stretch_contrast,
+                        stroke_rims)
 from engine.io import page_from_array
 from engine.model import LineSet, Page
 from engine.params import Parameters
@@ -29,6 +30,24 @@ def _rule_with(extra: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     labels, stats = label_components(ink)
     assert labels.max() == 1
     return _strip_long_strokes(labels, stats, np.array([1]), H_TEXT)[0], labels
+
+
+def _page_of_depth(depth: int) -> np.ndarray:
+    """Paper at grey 200 with 2 % of its pixels ``depth`` levels darker (uint8 ``(200, 200)``)."""
+    gray = np.full((200, 200), 200, np.uint8)
+    gray[::10, ::5] = 200 - depth
+    return gray
+
+
+def test_contrast_is_raised_to_sauvolas_range_continuously() -> None:
+    """A faint page's ink is brought to R = 128 levels below its paper, which stays where it
+    is; a page already that deep is left alone, and one just under it barely changes (no
+    jump between two pages that differ by a level or two)."""
+    faint = stretch_contrast(_page_of_depth(40))
+    assert faint[1, 1] == 200 and faint[0, 0] == 200 - 128
+    assert np.array_equal(stretch_contrast(_page_of_depth(128)), _page_of_depth(128))
+    just_under = stretch_contrast(_page_of_depth(126))
+    assert just_under[1, 1] == 200 and abs(int(just_under[0, 0]) - (200 - 128)) <= 1
 
 
 def test_a_stroke_crossing_a_rule_keeps_its_pixels_on_the_rule() -> None:
