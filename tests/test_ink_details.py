@@ -11,8 +11,7 @@ import numpy as np
 from scipy import ndimage
 
 from engine.components import component_boxes, component_stats, solid_bars
-from engine.ink import (_strip_long_strokes, find_ink, label_components, spans_rows, stretch_contrast,
-                        stroke_rims)
+from engine.ink import _strip_long_strokes, find_ink, label_components, spans_rows, stretch_contrast, stroke_rims
 from engine.io import page_from_array
 from engine.model import LineSet, Page
 from engine.params import Parameters
