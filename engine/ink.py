@@ -132,15 +132,17 @@ def _speck_keep(stats: np.ndarray, params: Parameters) -> np.ndarray:
     return np.concatenate([[False], area >= min_area])
 
 
-def keep_components(labels: np.ndarray, keep: np.ndarray, in_place: bool = False) -> np.ndarray:
+def keep_components(labels: np.ndarray, keep: np.ndarray, in_place: bool = False,
+                    ink: np.ndarray | None = None) -> np.ndarray:
     """Labels ``(H, W)`` with only the components where ``keep`` ``(n+1,)`` is True,
     renumbered 1..k in their order (``keep[0]``, the background, must be False).
-    ``in_place``: relabel ``labels`` itself (int32, C-contiguous) and return it."""
+    ``in_place``: relabel ``labels`` itself (int32, C-contiguous) and return it. ``ink``:
+    the labels' non-zero flat indices (:func:`engine.arrays.nonzero_index`) when known."""
     relabel = np.zeros(len(keep), np.int32)
     relabel[keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.int32)
     # Relabel the ink pixels only: a table lookup over every pixel of the page costs 3 times
     # more, and writing into a fresh page-sized array first faults in all its memory.
-    ink = nonzero_index(labels)
+    ink = nonzero_index(labels) if ink is None else ink
     if in_place and labels.dtype == np.int32 and labels.flags.c_contiguous:
         out = labels
     else:
@@ -271,7 +273,7 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     specks = np.zeros(labels.shape, bool)
     at = nonzero_index(labels)
     specks.ravel()[at[is_speck[labels.ravel()[at]]]] = True
-    labels = keep_components(labels, keep, in_place=True)  # the labelling's own array
+    labels = keep_components(labels, keep, in_place=True, ink=at)  # the labelling's own array
     ink = labels > 0
     # The ground truth of a line is all of its dark pixels; the local threshold keeps only the
     # clearly dark ones (sampling wants clean strokes), so the final labels also take these.

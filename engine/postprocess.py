@@ -139,75 +139,6 @@ def _robust_fit(u: np.ndarray, v: np.ndarray, w: np.ndarray, min_du: float) -> t
     return a, _weighted_median(v - a * u, w)
 
 
-def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
-               h_cc: float, w_cc: float, params: Parameters) -> tuple[np.ndarray, int]:
-    """Split rows of components off the lines they were merged into; returns the samples'
-    new groups ``(n,)`` and the number of groups (``uv`` region-frame sample positions,
-    ``comp`` their component, ``small`` whether it is diacritic-sized, ``lab`` their group).
-
-    The filter bank's initial lines are as wide as the main text's height, so a row of
-    smaller writing between two lines (an interlinear insertion, a crossed-out word rewritten
-    above) starts no line of its own, and EM then fits one line through both rows. Per line,
-    the centres of its whole-height components are fitted robustly (the majority row); those
-    lying more than ``split_offset`` x H_cc to one side of it, chained along the text with
-    gaps under W_cc, become a line of their own when the chain has enough components, length
-    and ink, and its components lie in a row (``_SPLIT_MIN_COMPONENTS``, ``_SPLIT_MIN_EXTENT``,
-    ``_SPLIT_MIN_SHARE``, ``_SPLIT_SPREAD``). Each component is measured against the
-    weighted-median row of the line's components around it (``_SPLIT_WINDOW``), so a line
-    that curves or climbs where nothing is written beneath it stays whole."""
-    if params.split_offset <= 0 or n_groups == 0:
-        return lab, n_groups
-    limit = params.split_offset * h_cc
-    lab = lab.copy()
-    big = (lab >= 0) & ~small
-    width = int(comp.max()) + 1 if len(comp) else 1
-    keys = lab[big].astype(np.int64) * width + comp[big]
-    code, inv, count = np.unique(keys, return_inverse=True, return_counts=True)
-    g_of = code // width
-    cu = np.bincount(inv, weights=uv[big, 0]) / count
-    cv = np.bincount(inv, weights=uv[big, 1]) / count
-    umin = np.full(len(code), np.inf)
-    umax = np.full(len(code), -np.inf)
-    np.minimum.at(umin, inv, uv[big, 0])
-    np.maximum.at(umax, inv, uv[big, 0])
-    starts = np.searchsorted(g_of, np.arange(n_groups + 1))
-    moved = np.zeros(len(code), np.int64) - 1  # new group per (group, component), -1 = stays
-    n_new = n_groups
-    for g in range(n_groups):  # lines of one region: a few dozen
-        lo, hi = starts[g], starts[g + 1]
-        if hi - lo < 2 * _SPLIT_MIN_COMPONENTS:
-            continue
-        u, v, w = cu[lo:hi], cv[lo:hi], count[lo:hi].astype(np.float64)
-        a, b = _robust_fit(u, v, w, 0.5 * w_cc)
-        r = v - (a * u + b)
-        # Against the weighted-median row within _SPLIT_WINDOW x W_cc along the text: a
-        # curved or rising line follows itself, a row above or below the main one stands out
-        # (the main row holds most of the ink where the two overlap).
-        near = np.abs(u[:, None] - u[None, :]) <= _SPLIT_WINDOW * w_cc
-        order = np.argsort(r)
-        cum = np.cumsum(np.where(near[:, order], w[order][None, :], 0.0), axis=1)
-        mid = np.argmax(cum >= 0.5 * cum[:, -1:], axis=1)
-        r = r - r[order][mid]
-        for side in (r < -limit, r > limit):
-            at = np.flatnonzero(side)
-            if len(at) < _SPLIT_MIN_COMPONENTS:
-                continue
-            at = at[np.argsort(umin[lo + at])]
-            reach = np.maximum.accumulate(umax[lo + at])
-            breaks = np.flatnonzero(umin[lo + at[1:]] - reach[:-1] > w_cc) + 1
-            for run in np.split(at, breaks):
-                extent = umax[lo + run].max() - umin[lo + run].min()
-                spread = np.sqrt(np.average((r[run] - np.average(r[run], weights=w[run])) ** 2, weights=w[run]))
-                if (len(run) >= _SPLIT_MIN_COMPONENTS and extent >= _SPLIT_MIN_EXTENT * w_cc
-                        and w[run].sum() >= _SPLIT_MIN_SHARE * w.sum() and spread <= _SPLIT_SPREAD * limit):
-                    moved[lo + run] = n_new
-                    n_new += 1
-    if n_new == n_groups:
-        return lab, n_groups
-    lab[np.flatnonzero(big)] = np.where(moved[inv] >= 0, moved[inv], lab[big])
-    return lab, n_new
-
-
 #: A component lies off its line's row when its centre is more than this many H_cc from the
 #: line's local row (the row's body is about one text height tall: half of it either side).
 _OFF_ROW = 0.5
@@ -236,6 +167,80 @@ def _local_rows(u_at: np.ndarray, u: np.ndarray, off: np.ndarray, w: np.ndarray,
     return row, support
 
 
+def _component_centres(uv: np.ndarray, comp: np.ndarray, lab: np.ndarray, big: np.ndarray, n_groups: int
+                       ) -> tuple[np.ndarray, ...]:
+    """Each (group, component) pair among the samples ``big`` marks: ``(inv, count, g_of,
+    c_of, cu, cv, starts)``, ``inv`` each such sample's pair, ``count`` its samples, ``g_of``
+    and ``c_of`` its group and component, ``cu``/``cv`` its centre in the region frame
+    ``uv``; the pairs are sorted by group, those of group ``g`` at ``starts[g]:starts[g + 1]``."""
+    width = int(comp.max()) + 1 if len(comp) else 1
+    keys = lab[big].astype(np.int64) * width + comp[big]
+    code, inv, count = np.unique(keys, return_inverse=True, return_counts=True)
+    g_of, c_of = code // width, code % width
+    cu = np.bincount(inv, weights=uv[big, 0]) / count
+    cv = np.bincount(inv, weights=uv[big, 1]) / count
+    return inv, count, g_of, c_of, cu, cv, np.searchsorted(g_of, np.arange(n_groups + 1))
+
+
+def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
+               h_cc: float, w_cc: float, params: Parameters) -> tuple[np.ndarray, int]:
+    """Split rows of components off the lines they were merged into; returns the samples'
+    new groups ``(n,)`` and the number of groups (``uv`` region-frame sample positions,
+    ``comp`` their component, ``small`` whether it is diacritic-sized, ``lab`` their group).
+
+    The filter bank's initial lines are as wide as the main text's height, so a row of
+    smaller writing between two lines (an interlinear insertion, a crossed-out word rewritten
+    above) starts no line of its own, and EM then fits one line through both rows. Per line,
+    the centres of its whole-height components are fitted robustly (the majority row); those
+    lying more than ``split_offset`` x H_cc to one side of it, chained along the text with
+    gaps under W_cc, become a line of their own when the chain has enough components, length
+    and ink, and its components lie in a row (``_SPLIT_MIN_COMPONENTS``, ``_SPLIT_MIN_EXTENT``,
+    ``_SPLIT_MIN_SHARE``, ``_SPLIT_SPREAD``). Each component is measured against the
+    weighted-median row of the line's components around it (``_SPLIT_WINDOW``), so a line
+    that curves or climbs where nothing is written beneath it stays whole."""
+    if params.split_offset <= 0 or n_groups == 0:
+        return lab, n_groups
+    limit = params.split_offset * h_cc
+    lab = lab.copy()
+    big = (lab >= 0) & ~small
+    inv, count, g_of, _, cu, cv, starts = _component_centres(uv, comp, lab, big, n_groups)
+    umin = np.full(len(g_of), np.inf)
+    umax = np.full(len(g_of), -np.inf)
+    np.minimum.at(umin, inv, uv[big, 0])
+    np.maximum.at(umax, inv, uv[big, 0])
+    moved = np.zeros(len(g_of), np.int64) - 1  # new group per (group, component), -1 = stays
+    n_new = n_groups
+    for g in range(n_groups):  # lines of one region: a few dozen
+        lo, hi = starts[g], starts[g + 1]
+        if hi - lo < 2 * _SPLIT_MIN_COMPONENTS:
+            continue
+        u, v, w = cu[lo:hi], cv[lo:hi], count[lo:hi].astype(np.float64)
+        a, b = _robust_fit(u, v, w, 0.5 * w_cc)
+        r = v - (a * u + b)
+        # Against the weighted-median row within _SPLIT_WINDOW x W_cc along the text: a
+        # curved or rising line follows itself, a row above or below the main one stands out
+        # (the main row holds most of the ink where the two overlap).
+        r = r - _local_rows(u, u, r, w, _SPLIT_WINDOW * w_cc)[0]
+        for side in (r < -limit, r > limit):
+            at = np.flatnonzero(side)
+            if len(at) < _SPLIT_MIN_COMPONENTS:
+                continue
+            at = at[np.argsort(umin[lo + at])]
+            reach = np.maximum.accumulate(umax[lo + at])
+            breaks = np.flatnonzero(umin[lo + at[1:]] - reach[:-1] > w_cc) + 1
+            for run in np.split(at, breaks):
+                extent = umax[lo + run].max() - umin[lo + run].min()
+                spread = np.sqrt(np.average((r[run] - np.average(r[run], weights=w[run])) ** 2, weights=w[run]))
+                if (len(run) >= _SPLIT_MIN_COMPONENTS and extent >= _SPLIT_MIN_EXTENT * w_cc
+                        and w[run].sum() >= _SPLIT_MIN_SHARE * w.sum() and spread <= _SPLIT_SPREAD * limit):
+                    moved[lo + run] = n_new
+                    n_new += 1
+    if n_new == n_groups:
+        return lab, n_groups
+    lab[np.flatnonzero(big)] = np.where(moved[inv] >= 0, moved[inv], lab[big])
+    return lab, n_new
+
+
 def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
                       h_cc: float, w_cc: float) -> np.ndarray:
     """Move each component that lies off its line's local row to the line whose local row is
@@ -256,38 +261,29 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     big = (lab >= 0) & ~small
     if n_groups < 2 or not big.any():
         return lab
-    width = int(comp.max()) + 1
-    keys = lab[big].astype(np.int64) * width + comp[big]
-    code, inv, count = np.unique(keys, return_inverse=True, return_counts=True)
-    g_of, c_of = code // width, code % width
+    inv, count, g_of, c_of, cu, cv, starts = _component_centres(uv, comp, lab, big, n_groups)
     w = count.astype(np.float64)
-    cu = np.bincount(inv, weights=uv[big, 0]) / w
-    cv = np.bincount(inv, weights=uv[big, 1]) / w
-    starts = np.searchsorted(g_of, np.arange(n_groups + 1))
     window = _SPLIT_WINDOW * w_cc
     fits = np.zeros((n_groups, 2))
-    d_own = np.full(len(code), np.nan)
-    support = np.zeros(len(code))
-    for g in range(n_groups):  # lines of one region: a few dozen
+    off = np.full(len(g_of), np.nan)  # each component's offset from its line's fit
+    d_own = np.full(len(g_of), np.nan)
+    support = np.zeros(len(g_of))
+    fitted = [g for g in range(n_groups) if starts[g + 1] - starts[g] >= 2]
+    for g in fitted:  # lines of one region: a few dozen
         lo, hi = starts[g], starts[g + 1]
-        if hi - lo < 2:
-            continue
         fits[g] = _robust_fit(cu[lo:hi], cv[lo:hi], w[lo:hi], 0.5 * w_cc)
-        off = cv[lo:hi] - (fits[g, 0] * cu[lo:hi] + fits[g, 1])
-        row, support[lo:hi] = _local_rows(cu[lo:hi], cu[lo:hi], off, w[lo:hi], window, np.arange(hi - lo))
-        d_own[lo:hi] = np.abs(off - row)
-    owner = w > 0.5 * np.bincount(c_of, weights=w, minlength=width)[c_of]
+        off[lo:hi] = cv[lo:hi] - (fits[g, 0] * cu[lo:hi] + fits[g, 1])
+        row, support[lo:hi] = _local_rows(cu[lo:hi], cu[lo:hi], off[lo:hi], w[lo:hi], window, np.arange(hi - lo))
+        d_own[lo:hi] = np.abs(off[lo:hi] - row)
+    owner = w > 0.5 * np.bincount(c_of, weights=w)[c_of]
     cand = np.flatnonzero(owner & (d_own > _OFF_ROW * h_cc) & (support >= w))
     if len(cand) == 0:
         return lab
     d_best = d_own[cand].copy()
     best = g_of[cand].copy()
-    for g in range(n_groups):
+    for g in fitted:
         lo, hi = starts[g], starts[g + 1]
-        if hi - lo < 2:
-            continue
-        off = cv[lo:hi] - (fits[g, 0] * cu[lo:hi] + fits[g, 1])
-        row, _ = _local_rows(cu[cand], cu[lo:hi], off, w[lo:hi], window)
+        row, _ = _local_rows(cu[cand], cu[lo:hi], off[lo:hi], w[lo:hi], window)
         d = np.abs(cv[cand] - (fits[g, 0] * cu[cand] + fits[g, 1]) - row)
         better = (g_of[cand] != g) & (d < d_best)  # NaN (no row there) is never better
         d_best[better], best[better] = d[better], g
