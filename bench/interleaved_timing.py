@@ -1,6 +1,6 @@
 """Seconds per page of two checkouts of the engine, timed page by page and interleaved.
 
-    python bench/interleaved_timing.py OLD_CHECKOUT NEW_CHECKOUT [--data DIR] [--limit N]
+    python bench/interleaved_timing.py OLD_CHECKOUT NEW_CHECKOUT [--data DIR] [--limit N] [--csv OUT]
 
 This VM's speed drifts by 10-30 % within the hour, so one benchmark table against another
 says little about a change. Here every page is segmented four times, A B B A (B A A B on
@@ -14,6 +14,7 @@ labels written (as ``run_bench.py``), default parameters.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import subprocess
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--limit", type=int, default=0, help="only the first N pages")
+    ap.add_argument("--csv", type=Path, help="also write each page's mean wall and CPU seconds here")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         print(f"interleaved_timing: no data folder {args.data} (--data DIR)", file=sys.stderr)
@@ -91,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
             row.append(f"{checkout}: median {statistics.median(wall):.2f} s, total {sum(wall):.1f} s, "
                        f"CPU {sum(cpu):.1f} s")
         print(" | ".join(row))
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow(["set", "page", "old_wall", "new_wall", "old_cpu", "new_cpu"])
+            for name, page in pages:
+                mean = [statistics.mean(x[j] for x in times[c][page]) for j in (0, 1) for c in (args.old, args.new)]
+                out.writerow([name, page.name, *(f"{m:.3f}" for m in (mean[0], mean[1], mean[2], mean[3]))])
     return 0
 
 

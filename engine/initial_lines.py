@@ -176,8 +176,10 @@ def across_profile(cells: tuple[np.ndarray, np.ndarray, np.ndarray], phi: float,
     col = (x * c + y * s - u0) * scale_u
 
     def tail(offset: np.ndarray) -> np.ndarray:
-        idx = np.clip(np.rint((offset + radius + 1) * 16.0), 0, len(mass) - 1).astype(np.int64)
-        return mass[idx]
+        at = np.rint((offset + radius + 1) * 16.0)
+        np.maximum(at, 0, out=at)  # clip to the table (np.clip's checks cost more than this)
+        np.minimum(at, len(mass) - 1, out=at)
+        return mass[at.astype(np.int64)]
 
     kept = tail(width - 1 - col) - tail(-col - 1)
     pos = (y * c - x * s - v0) * scale

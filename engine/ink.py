@@ -44,11 +44,12 @@ ROW_SPAN = 3.0
 
 
 def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarray:
-    """Sauvola threshold ``(H, W)`` float32 of a uint8 page with an odd ``window`` (pixels).
+    """Sauvola threshold ``(H, W)`` float32 of a uint8 (or float32) page with an odd
+    ``window`` (pixels).
 
     Box filters on the image and its square (O(1) per pixel whatever the window); every step
     is an OpenCV call (no NumPy temporaries: half the time on a 10-megapixel page)."""
-    img = gray.astype(np.float32)
+    img = gray if gray.dtype == np.float32 else gray.astype(np.float32)
     mean = cv2.boxFilter(img, cv2.CV_32F, (window, window), borderType=cv2.BORDER_REFLECT)
     sq = cv2.sqrBoxFilter(img, cv2.CV_32F, (window, window), borderType=cv2.BORDER_REFLECT)
     std = cv2.sqrt(cv2.max(cv2.subtract(sq, cv2.multiply(mean, mean)), 0.0))
@@ -204,13 +205,13 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
         h_text = text_height(stats, gray.shape)
         window = int(round(params.sauvola_window * max(h_text, 8.0))) | 1
         window = max(15, min(window, (min(gray.shape) // 2) * 2 - 1 if min(gray.shape) > 16 else 15))
-        ink = cv2.compare(gray.astype(np.float32), sauvola_threshold(gray, window, params.sauvola_k),
-                          cv2.CMP_LT) > 0
+        levels = gray.astype(np.float32)
+        ink = cv2.compare(levels, sauvola_threshold(levels, window, params.sauvola_k), cv2.CMP_LT) > 0
         # Flat bright paper has std ~ 0, where Sauvola keeps pixels 20 % darker than the local
         # mean; also require them darker than Otsu's global paper level to avoid paper texture.
         if rough.any():
             paper = ~rough if whole else area & ~rough
-            paper_level = float(np.median(gray[paper])) if paper.any() else 255.0
+            paper_level = median_level(gray, paper)
             ink &= gray < paper_level * (1.0 - params.sauvola_k / 2)
     surround = None
     if not whole:
@@ -250,14 +251,17 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
             # pieces left the same test, instead of losing every word attached to the stroke.
             strokes, bands = _strip_long_strokes(labels, stats, dropped, h_text)
             if strokes.any():
-                ink = (labels > 0) & ~strokes
+                ink = ink > strokes  # ink & ~strokes (labels > 0 is the ink)
                 labels, stats = label_components(ink)
                 keep = _non_text_keep(stats, gray.shape)
                 # What is left of a border or band drawn thick (a mourning envelope's black
                 # edge, a printed band: poilus AN_0305-1) is no rule to strip but no text
                 # either: a piece on such a band stays out, with any word touching it.
                 keep[np.unique(labels[bands])] = False
-    non_text = (labels > 0) & ~keep[labels]
+    at = nonzero_index(ink)  # the labels' ink (a bool scan is faster than the labels')
+    at_label = labels.ravel()[at]
+    non_text = np.zeros(labels.shape, bool)
+    non_text.ravel()[at[~keep[at_label]]] = True
     if strokes is not None:
         non_text |= strokes
     if surround is not None:
@@ -271,17 +275,35 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
     is_speck = np.zeros(len(keep), bool)
     is_speck[kept] = ~keep[kept]
     specks = np.zeros(labels.shape, bool)
-    at = nonzero_index(labels)
-    specks.ravel()[at[is_speck[labels.ravel()[at]]]] = True
+    specks.ravel()[at[is_speck[at_label]]] = True
     labels = keep_components(labels, keep, in_place=True, ink=at)  # the labelling's own array
     ink = labels > 0
     # The ground truth of a line is all of its dark pixels; the local threshold keeps only the
     # clearly dark ones (sampling wants clean strokes), so the final labels also take these.
     faint = None
     if rough is not None:
-        faint = (rough | stroke_rims(page.gray, ink, area & ~rough)) & area & ~ink & ~non_text
+        # (rough | rims) & area & ~ink & ~non_text, in place: a & ~b is a > b on bools.
+        faint = stroke_rims(page.gray, ink, area > rough)
+        faint |= rough
+        faint &= area
+        np.greater(faint, ink, out=faint)
+        np.greater(faint, non_text, out=faint)
     return InkResult(ink=ink, labels=labels, stats=np.concatenate([stats[:1], stats[keep]]),
                      page_area=area, non_text=non_text, faint=faint, specks=specks)
+
+
+def median_level(gray: np.ndarray, mask: np.ndarray) -> float:
+    """``np.median(gray[mask])`` of a uint8 page ``(H, W)`` over a bool ``mask`` (255.0 when
+    the mask is empty), from a histogram of the masked pixels: no gather of them."""
+    hist = cv2.calcHist([gray], [0], mask.view(np.uint8), [256], [0, 256]).ravel()
+    cum = np.cumsum(hist.astype(np.int64))
+    n = int(cum[-1])
+    if n == 0:
+        return 255.0
+    # The middle one or two of the sorted values, as np.median averages them.
+    lo = int(np.searchsorted(cum, (n - 1) // 2, side="right"))
+    hi = int(np.searchsorted(cum, n // 2, side="right"))
+    return (lo + hi) / 2.0
 
 
 def spans_rows(stats: np.ndarray, h_text: float) -> np.ndarray:
@@ -301,11 +323,32 @@ def stroke_rims(gray: np.ndarray, ink: np.ndarray, paper: np.ndarray, reach: int
     pixel darker than a split taken inside the line's outline) also holds the rim (poilus
     AD78_0018-0: 5 % of the writing, grey 169-174 on paper at 213, where the page's split
     lay at 168)."""
-    values = gray[paper][::7] if paper.any() else gray.ravel()[::7]
-    level = float(np.median(values))
-    spread = 1.4826 * float(np.median(np.abs(values - level)))
+    at = nonzero_index(paper)
+    values = gray.ravel()[at[::7]] if len(at) else gray.ravel()[::7]
+    level, spread = _median_and_deviation(values)
+    spread *= 1.4826
     near = cv2.dilate(ink.view(np.uint8), cv2.getStructuringElement(cv2.MORPH_RECT, (2 * reach + 1,) * 2))
     return (near > 0) & (gray < level - max(3.0 * spread, 2.0))
+
+
+def _median_and_deviation(values: np.ndarray) -> tuple[float, float]:
+    """``np.median(values)`` and ``np.median(np.abs(values - median))`` of uint8 ``(n,)``
+    values (n > 0), from their histogram instead of two sorts."""
+    hist = np.bincount(values, minlength=256)
+    level = _histogram_median(np.arange(256, dtype=np.float64), hist)
+    dev = np.abs(np.arange(256, dtype=np.float64) - level)
+    order = np.argsort(dev, kind="stable")
+    return level, _histogram_median(dev[order], hist[order])
+
+
+def _histogram_median(value: np.ndarray, count: np.ndarray) -> float:
+    """Median of a sample given as ascending ``value`` ``(k,)`` with ``count`` ``(k,)``
+    occurrences each: the mean of the two middle order statistics, as ``np.median``."""
+    cum = np.cumsum(count)
+    n = int(cum[-1])
+    lo = value[int(np.searchsorted(cum, (n - 1) // 2, side="right"))]
+    hi = value[int(np.searchsorted(cum, n // 2, side="right"))]
+    return float((lo + hi) / 2.0)
 
 
 def other_colour_ink(colour: np.ndarray, ink: np.ndarray) -> np.ndarray:
@@ -389,22 +432,10 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
     filled blobs), which are not stripped."""
     length = max(int(round(LONG_STROKE * h_text)), 15)
     wobble = max(int(round(STROKE_WOBBLE * h_text)), 1)
+    reach = max(int(round(RULE_CROSSING * h_text)), 2)
+    thick = max(int(round(0.5 * h_text)), 3)
     out = np.zeros(labels.shape, bool)
     thick_out = np.zeros(labels.shape, bool)
-    horizontal = cv2.getStructuringElement(cv2.MORPH_RECT, (length, 1))
-    vertical = cv2.getStructuringElement(cv2.MORPH_RECT, (1, length))
-    across_h = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * wobble + 1))
-    across_v = cv2.getStructuringElement(cv2.MORPH_RECT, (2 * wobble + 1, 1))
-    reach = max(int(round(RULE_CROSSING * h_text)), 2)
-    # One-sided reaches: a pixel of the rule is crossed when other ink lies within the reach
-    # on both sides of it (the kernel's anchor at one end looks the other way).
-    cross_v = np.ones((2 * reach + 1, 1), np.uint8)
-    cross_h = np.ones((1, 2 * reach + 1), np.uint8)
-    cross_above, cross_below = (cross_v, (0, 2 * reach)), (cross_v, (0, 0))
-    cross_left, cross_right = (cross_h, (2 * reach, 0)), (cross_h, (0, 0))
-    thick = max(int(round(0.5 * h_text)), 3)
-    thick_v = cv2.getStructuringElement(cv2.MORPH_RECT, (1, thick))
-    thick_h = cv2.getStructuringElement(cv2.MORPH_RECT, (thick, 1))
     for c in components:
         x, y, w, h = (int(v) for v in stats[c, :4])
         if max(w, h) < length:
@@ -414,29 +445,95 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
         lines = np.zeros_like(mask)
         bands = np.zeros_like(mask)
         if w >= length:
-            found = cv2.morphologyEx(cv2.dilate(mask, across_h), cv2.MORPH_OPEN, horizontal) & mask
-            # A stroke is thin: where the straight run is thicker than half a text height it
-            # is a filled blob (a seal, a shadow), not a rule.
-            found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thick_v)
-            # A band: ink that runs unbroken for the whole length, half a text height thick
-            # (writing never does: its rows break between letters).
-            bands |= cv2.morphologyEx(cv2.morphologyEx(mask, cv2.MORPH_OPEN, horizontal),
-                                      cv2.MORPH_OPEN, thick_v)
-            # Where a letter's stroke crosses the rule, the rule's pixels are the stroke's too:
-            # keep those whose column has other ink both above and below (a descender that
-            # crosses a rule stays one stroke). Ink on one side only is a letter sitting on
-            # the rule or the rest of a hand-drawn frame where it bends: a one-sided test kept
-            # whole frames as ink (poilus AN_0228-1: 13 -> 6 lines matched).
-            lines |= found & ~_crossed(mask & ~found, cross_above, cross_below)
+            found, band = _row_strokes(mask, length, wobble, thick, reach)
+            lines |= found
+            bands |= band
         if h >= length:
-            found = cv2.morphologyEx(cv2.dilate(mask, across_v), cv2.MORPH_OPEN, vertical) & mask
-            found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thick_h)
-            bands |= cv2.morphologyEx(cv2.morphologyEx(mask, cv2.MORPH_OPEN, vertical),
-                                      cv2.MORPH_OPEN, thick_h)
-            lines |= found & ~_crossed(mask & ~found, cross_left, cross_right)
+            # The same on the transposed crop: its rows are the crop's columns.
+            found, band = _row_strokes(cv2.transpose(mask), length, wobble, thick, reach)
+            lines |= cv2.transpose(found)
+            bands |= cv2.transpose(band)
         out[y:y + h, x:x + w] |= crop & (lines > 0)
         thick_out[y:y + h, x:x + w] |= crop & (bands > 0)
     return out, thick_out
+
+
+def _row_strokes(mask: np.ndarray, length: int, wobble: int, thick: int, reach: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The long straight strokes along the rows of a uint8 0/1 ``mask`` ``(h, w)`` that
+    letters do not cross, and the bands among them (see :func:`_strip_long_strokes`), both
+    uint8 0/1 ``(h, w)``. Each opening and dilation runs only on the rows that can hold a
+    pixel of its result (with the rows its kernel reads): a frame's box is mostly empty."""
+    along = cv2.getStructuringElement(cv2.MORPH_RECT, (length, 1))
+    across = cv2.getStructuringElement(cv2.MORPH_RECT, (1, 2 * wobble + 1))
+    thick_across = cv2.getStructuringElement(cv2.MORPH_RECT, (1, thick))
+    found = _open_rows(cv2.dilate(mask, across), along) & mask
+    # A stroke is thin: where the straight run is thicker than half a text height it is a
+    # filled blob (a seal, a shadow), not a rule.
+    found &= ~_on_rows_near(found, thick, lambda m: cv2.morphologyEx(m, cv2.MORPH_OPEN, thick_across))
+    # A band: ink that runs unbroken for the whole length, half a text height thick (writing
+    # never does: its rows break between letters).
+    bands = _on_rows_near(_open_rows(mask, along), thick,
+                          lambda m: cv2.morphologyEx(m, cv2.MORPH_OPEN, thick_across))
+    # Where a letter's stroke crosses the rule, the rule's pixels are the stroke's too: keep
+    # those whose column has other ink both above and below (a descender that crosses a rule
+    # stays one stroke). Ink on one side only is a letter sitting on the rule or the rest of
+    # a hand-drawn frame where it bends: a one-sided test kept whole frames as ink (poilus
+    # AN_0228-1: 13 -> 6 lines matched).
+    # One-sided reaches: the kernel's anchor at one end looks the other way.
+    cross = np.ones((2 * reach + 1, 1), np.uint8)
+    rest = mask & ~found
+
+    def crossed(m: np.ndarray) -> np.ndarray:
+        return (cv2.dilate(m, cross, anchor=(0, 2 * reach))
+                & cv2.dilate(m, cross, anchor=(0, 0)))
+
+    lines = found & ~_on_rows_near(found, 2 * reach + 1, crossed, rest)
+    return lines, bands
+
+
+def _open_rows(mask: np.ndarray, along: np.ndarray) -> np.ndarray:
+    """``cv2.morphologyEx(mask, MORPH_OPEN, along)`` for a one-row kernel ``along`` (1, L)
+    with its centre anchor, run only on the rows of ``mask`` (uint8 0/1) with at least
+    ``L - L // 2`` ink pixels: fewer cannot fill any window of the erosion, whose part
+    inside the image is at least that long (OpenCV counts the outside as ink there)."""
+    n = along.shape[1]
+    rows = np.flatnonzero(_row_counts(mask) >= n - n // 2)
+    out = np.zeros_like(mask)
+    if len(rows):
+        out[rows] = cv2.morphologyEx(mask[rows], cv2.MORPH_OPEN, along)
+    return out
+
+
+def _row_counts(mask: np.ndarray) -> np.ndarray:
+    """Pixels set in each row of a uint8 0/1 ``mask`` ``(h, w)``, int32 ``(h,)`` (OpenCV's
+    row sum: 20 times faster than NumPy's count along rows)."""
+    return cv2.reduce(mask, 1, cv2.REDUCE_SUM, dtype=cv2.CV_32S).ravel()
+
+
+def _on_rows_near(where: np.ndarray, reach: int, op, image: np.ndarray | None = None) -> np.ndarray:
+    """``op(image)`` (``image`` defaults to ``where``) at the rows within ``reach`` of a row
+    of ``where`` that holds a pixel; 0 on the other rows. ``op`` is a morphology whose
+    kernel spans at most ``reach`` rows, whose result is 0 beyond ``reach`` rows from the
+    pixels of ``where``, and is only read near them: it runs on those rows only (a frame's box
+    is mostly empty). Between two groups of rows and before the image's border, the kept
+    rows hold ``reach`` rows that are empty in ``where``, which keeps the groups as far
+    apart, for the kernel, as on the page. (OpenCV's openings with an even kernel can move a
+    pixel one row: their result is taken on every row kept, not only on the rows of
+    ``where``.)"""
+    image = where if image is None else image
+    present = _row_counts(where) > 0
+    if not present.any():
+        return np.zeros_like(image)
+    count = np.concatenate([[0], np.cumsum(present)])
+    at = np.arange(len(present))
+    near = count[np.minimum(at + reach + 1, len(present))] > count[np.maximum(at - reach, 0)]
+    if near.all():
+        return op(image)
+    rows = np.flatnonzero(near)
+    out = np.zeros_like(image)
+    out[rows] = op(np.ascontiguousarray(image[rows]))
+    return out
 
 
 def area_outlines(mask: np.ndarray, tolerance: float = 2.0) -> list[np.ndarray]:
@@ -449,13 +546,6 @@ def area_outlines(mask: np.ndarray, tolerance: float = 2.0) -> list[np.ndarray]:
         if len(poly) >= 3:
             out.append(poly.astype(np.float64))
     return out
-
-
-def _crossed(rest: np.ndarray, before: tuple[np.ndarray, tuple[int, int]],
-             after: tuple[np.ndarray, tuple[int, int]]) -> np.ndarray:
-    """Pixels (uint8 0/1 ``(h, w)``) with ``rest`` ink within reach on both sides across a
-    rule: ``before``/``after`` are (kernel, anchor) pairs of one-sided dilations."""
-    return cv2.dilate(rest, before[0], anchor=before[1]) & cv2.dilate(rest, after[0], anchor=after[1])
 
 
 def _non_text_keep(stats: np.ndarray, shape: tuple[int, int]) -> np.ndarray:

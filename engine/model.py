@@ -174,6 +174,9 @@ class Preparation:
     source: str = ""
     #: Height (pixels) of each component ``(n_components + 1,)``, index 0 unused.
     component_heights: np.ndarray | None = None
+    #: Each component's box ``(n_components, 5)``: x0, y0, x1, y1 (exclusive), area in
+    #: pixels (:func:`engine.components.component_boxes`); None = not recorded.
+    component_boxes: np.ndarray | None = None
     #: The page within the image, bool ``(H, W)`` (engine.ink.find_page_area); None = all.
     page_area: np.ndarray | None = None
     #: Dark pixels kept out of the ink as not text, bool ``(H, W)`` (rules, frames, borders,
@@ -185,6 +188,10 @@ class Preparation:
     #: Ink of the components too small to sample (specks: a stroke's broken piece, a small
     #: dot, noise), bool ``(H, W)``; labelled with the nearest labelled ink only.
     specks: np.ndarray | None = None
+    #: The speck pixels within reach of the ink (``specks`` less ``faint``; reach
+    #: ``SPECK_REACH`` x H_cc) and the nearest ink pixel of each, flat indices ``(n,)`` each
+    #: (engine.postprocess.speck_owners): found while stages 2-6 run, read by stage 8.
+    speck_owners: tuple[np.ndarray, np.ndarray] | None = None
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""

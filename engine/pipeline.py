@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,6 +69,12 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     boxes = _components.boxes_from_stats(cc_stats)
     stats = _components.component_stats(components, boxes)
     heights = _components.component_heights(components, boxes)
+    # Stage 8 gives each speck the line of its nearest ink: which ink that is depends on
+    # nothing EM does, so a second core finds it while stages 2-6 run.
+    owners = None
+    if params.label_non_text and found.specks is not None:
+        specks = found.specks if found.faint is None else found.specks & ~found.faint
+        owners = _background().submit(_post.speck_owners, ink, specks, _post.SPECK_REACH * stats.h_cc)
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
@@ -94,14 +102,36 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
                        stats=stats, samples=samples, sample_component=sample_component,
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
                        regions=regions, initial_lines=lines, timings=timings, source=page.path,
-                       component_heights=heights, page_area=found.page_area,
+                       component_heights=heights, component_boxes=boxes, page_area=found.page_area,
                        non_text=found.non_text, faint=found.faint,
-                       specks=found.specks)
+                       specks=found.specks, speck_owners=None if owners is None else owners.result())
     if params.merge_initial_lines and len(lines):
         say("merge initial lines")
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
         tick("merge_initial_lines")
     return prep
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _background() -> concurrent.futures.ThreadPoolExecutor:
+    """One worker thread for work that overlaps the stages (NumPy, OpenCV and SciPy's k-d
+    tree release the GIL in their passes)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlgui-prepare")
+    return _POOL
+
+
+def _forget_pool() -> None:
+    # A forked child has the pool object but not its thread: work submitted there would wait forever.
+    global _POOL
+    _POOL = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def preparation_summary(prep: Preparation) -> dict[str, Any]:

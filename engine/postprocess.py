@@ -543,20 +543,57 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
         comp_of, line_of = majority(cid[in_gap], pts_line[nearest], len(lines) + 1)
         lut[comp_of] = line_of
         flat[pix[in_gap]] = lut[cid[in_gap]]
-    _yield_to_cores(flat, comps.shape[1], lines, forms, (z_lo, z_hi), (z_out_lo, z_out_hi))
+    boxes = prep.component_boxes
+    if boxes is not None and len(boxes) == n_comp:
+        # Pixels of a component whose box lies in its line's outer band cannot leave it.
+        inside = _boxes_within_bands(boxes, lut, lines, forms, (z_out_lo, z_out_hi))
+        now = flat[ink]
+        at = ink[(now != 0) & ~(inside[ink_comp] & (now == lut[ink_comp]))]
+    else:
+        at = None
+    _yield_to_cores(flat, comps.shape[1], lines, forms, (z_lo, z_hi), (z_out_lo, z_out_hi), at)
     return labels
 
 
+def _boxes_within_bands(boxes: np.ndarray, lut: np.ndarray, lines: LineSet, forms: np.ndarray,
+                        outer: tuple[float, float]) -> np.ndarray:
+    """Which components ``(C + 1,)`` have their whole box (``boxes`` ``(C, 5)``: x0, y0,
+    x1, y1 exclusive, area) within the outer band of line ``lut[c] - 1`` (0: none) and
+    within its ends: the across and along distances are linear in a pixel's position, so
+    the box's corner pixels bound those of every pixel in it. A margin of 1e-6 keeps the
+    test exact against each pixel's own rounding."""
+    out = np.zeros(len(boxes) + 1, bool)
+    line = lut[1:].astype(np.int64) - 1
+    has = line >= 0
+    if not has.any():
+        return out
+    k = line[has]
+    b = boxes[has].astype(np.float64)
+    xs = np.stack([b[:, 0], b[:, 2] - 1, b[:, 0], b[:, 2] - 1], axis=1)  # (n, 4) corner pixels
+    ys = np.stack([b[:, 1], b[:, 1], b[:, 3] - 1, b[:, 3] - 1], axis=1)
+    f = forms[:, k]
+    z = (f[0][:, None] * xs + f[1][:, None] * ys + f[2][:, None]) / lines.sigma_t[k][:, None]
+    along = np.abs(f[3][:, None] * xs + f[4][:, None] * ys + f[5][:, None])
+    eps = 1e-6
+    ok = ((z >= outer[0] + eps) & (z <= outer[1] - eps)
+          & (along <= 2.0 * lines.sigma_s[k][:, None] - eps)).all(axis=1)
+    out[1:][has] = ok
+    return out
+
+
 def _yield_to_cores(flat: np.ndarray, width: int, lines: LineSet, forms: np.ndarray,
-                    core: tuple[float, float], outer: tuple[float, float]) -> None:
+                    core: tuple[float, float], outer: tuple[float, float],
+                    at: np.ndarray | None = None) -> None:
     """Relabel in place the pixels of ``flat`` (a raveled label map ``width`` wide) that lie
     beyond their line's outer band or past its ends, where that line has next to no ink, and
     in the core of their nearest line: they go to it. A component placed whole (a stamp or a
     frame on its own line, an ascender of a word whose samples all agree) can still reach
     into another line's body, and a polygon there counts those pixels to that line (poilus
     AN_0232-0). The rule for split components above moves such pixels only between a
-    component's own candidate lines."""
-    at = np.flatnonzero(flat)
+    component's own candidate lines. ``at``: the flat indices of the labelled pixels that
+    may lie outside their band (all labelled pixels when None)."""
+    if at is None:
+        at = np.flatnonzero(flat)
     if len(at) == 0 or len(lines) < 2:
         return
     own = flat[at].astype(np.int64) - 1
@@ -665,8 +702,11 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
         if prep.specks is not None and prep.specks.shape == labels.shape:
             # Specks as dark as the page's ink at large are faint pixels too, labelled below
             # with them; the others have no other rule.
-            specks = prep.specks if prep.faint is None else prep.specks & ~prep.faint
-            label_specks(labels, specks, SPECK_REACH * prep.stats.h_cc)
+            owners = prep.speck_owners
+            if owners is not None and np.count_nonzero(labels) != np.count_nonzero(prep.ink):
+                owners = None  # some ink has no line: the nearest ink need not be labelled
+            specks = prep.specks if prep.faint is None or owners is not None else prep.specks & ~prep.faint
+            label_specks(labels, specks, SPECK_REACH * prep.stats.h_cc, owners)
         if prep.non_text is not None or prep.faint is not None:
             label_non_text(labels, prep, final, sample_labels, params.merge_gap)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
@@ -676,15 +716,21 @@ def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:
     """Grow the labels ``(H, W)`` in place, one pixel (8-neighbourhood) a step for ``steps``
     steps, into unlabelled pixels of the bool mask ``into``; where two labels meet, the
     larger wins."""
-    if not into.any() or labels.max() <= 0:
+    top = labels.max()
+    if not into.any() or top <= 0:
         return
-    big = labels.max() >= 2**16
+    # The narrowest type that holds every label (OpenCV dilates 8- and 16-bit integers, and
+    # floats, which hold integers exactly up to 2^24).
+    kind = np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.float32
+    empty = into & (labels == 0)  # the pixels still to fill
     for _ in range(steps):
-        grown = cv2.dilate(labels.astype(np.float32 if big else np.uint16), np.ones((3, 3), np.uint8))
-        fill = into & (labels == 0) & (grown > 0)
+        grown = cv2.dilate(labels.astype(kind), np.ones((3, 3), np.uint8))
+        fill = grown > 0
+        fill &= empty
         if not fill.any():
             break
-        labels[fill] = grown[fill].astype(labels.dtype)
+        np.copyto(labels, grown, where=fill, casting="unsafe")
+        np.greater(empty, fill, out=empty)  # empty & ~fill
 
 
 def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet,
@@ -709,10 +755,9 @@ def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet,
         # A faint pixel touching a labelled stroke is that stroke's rim: it takes the
         # stroke's line (the line nearest across might be the next row's, at a descender).
         grow_labels(labels, prep.faint, RIM_REACH)
-    mask = masks[0] | masks[1] if len(masks) == 2 else masks[0]
+    pix = nonzero_index(masks[0] | masks[1] if len(masks) == 2 else masks[0])
     if prep.page_area is not None:
-        mask &= prep.page_area
-    pix = nonzero_index(mask)
+        pix = pix[prep.page_area.ravel()[pix]]
     if len(pix) == 0:
         return
     flat = labels.ravel()
@@ -724,14 +769,48 @@ def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet,
     best = np.full(len(xy), np.inf)
     idx = np.full(len(xy), -1, np.int64)
     forms = _line_forms(lines)
+    # Each line's rows of pixels: its band (lo..hi across, within reach of its ends) is a
+    # parallelogram on the page, and the pixels (in raster order) of the rows its box spans
+    # are one slice; a pixel outside the box is outside the band.
+    rows = _band_rows(lines, forms, lo, hi, reach)
+    row_start = np.searchsorted(ys, np.arange(labels.shape[0] + 1))
     for k in range(len(lines)):  # lines, not pixels: a few dozen vectorised passes
-        d_t, past = _signed_distance(xy, lines, np.full(len(xy), k), forms)
+        y0, y1 = max(int(rows[k, 0]), 0), min(int(rows[k, 1]), labels.shape[0] - 1)
+        if y1 < y0:
+            continue
+        part = slice(row_start[y0], row_start[y1 + 1])
+        sub = xy[part]
+        d_t, past = _signed_distance(sub, lines, np.full(len(sub), k), forms)
         ok = (d_t >= lo[k]) & (d_t <= hi[k]) & (past <= reach)
         d = np.where(ok, np.hypot(d_t, past), np.inf)
-        better = d < best
-        best[better], idx[better] = d[better], k
+        better = d < best[part]
+        at = np.flatnonzero(better) + part.start
+        best[at], idx[at] = d[better], k
     near = idx >= 0
     flat[pix[near]] = (idx[near] + 1).astype(np.int32)
+
+
+def _band_rows(lines: LineSet, forms: np.ndarray, lo: np.ndarray, hi: np.ndarray, reach: float
+               ) -> np.ndarray:
+    """First and last page row ``(L, 2)`` (int; last < first: none) of each line's band:
+    signed across distance in ``lo[k]..hi[k]`` and at most ``reach`` beyond its ends (pixels),
+    widened by two pixels against rounding. ``forms``: :func:`_line_forms` of ``lines``."""
+    extent = 2.0 * lines.sigma_s + reach
+    det = forms[0] * forms[4] - forms[1] * forms[3]
+    ok = np.isfinite(det) & (np.abs(det) > 1e-12) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(extent)
+    out = np.zeros((len(lines), 2), np.int64)
+    out[:, 1] = np.iinfo(np.int32).max  # every row where the band cannot be bounded
+    if not ok.any():
+        return out
+    ys = []
+    for d in (lo, hi):
+        for a in (-extent, extent):
+            # Solve f0 x + f1 y = d - f2 and f3 x + f4 y = a - f5 for y (Cramer's rule).
+            ys.append((forms[0] * (a - forms[5]) - forms[3] * (d - forms[2])) / np.where(ok, det, 1.0))
+    ys = np.array(ys)
+    out[ok, 0] = np.floor(ys.min(axis=0)[ok]) - 2
+    out[ok, 1] = np.ceil(ys.max(axis=0)[ok]) + 2
+    return out
 
 
 #: How far (in H_cc) from the nearest labelled ink a speck may lie and still take its line
@@ -741,35 +820,59 @@ def label_non_text(labels: np.ndarray, prep: Preparation, lines: LineSet,
 SPECK_REACH = 1.0
 
 
-def label_specks(labels: np.ndarray, specks: np.ndarray, reach: float) -> None:
+def label_specks(labels: np.ndarray, specks: np.ndarray, reach: float,
+                 owners: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Give each unlabelled pixel of ``specks`` (bool ``(H, W)``) within ``reach`` pixels of
     labelled ink the line of the nearest labelled pixel, in place in ``labels`` ``(H, W)``.
 
     Specks are components too small to sample: pieces of a stroke the binarisation broke
     off, small dots, noise. The ground truth counts the first two to the line of the stroke or
-    letter they belong to, which is the ink nearest them."""
-    todo = specks & (labels == 0)
-    if reach <= 0 or not todo.any() or labels.max() <= 0:
-        return
-    r = int(np.ceil(reach))
-    # Only the labelled ink within reach of a speck is a candidate: a dilation of the specks
-    # picks it without measuring the distance of every page pixel.
-    zone = cv2.dilate(todo.view(np.uint8), cv2.getStructuringElement(cv2.MORPH_RECT, (2 * r + 1,) * 2))
-    # The labelled pixel nearest a point outside the labelled ink lies on its edge (a pixel
-    # with an unlabelled 8-neighbour): only those are candidates, half of the ink or less.
-    labelled = (labels > 0).view(np.uint8)
-    edge = (zone > 0) & (labelled > 0) & (cv2.erode(labelled, np.ones((3, 3), np.uint8)) == 0)
+    letter they belong to, which is the ink nearest them. ``owners``: :func:`speck_owners`
+    of the labelled pixels and these specks when known (it needs no labels)."""
+    if owners is None:
+        if reach <= 0 or labels.max() <= 0:
+            return
+        owners = speck_owners(labels > 0, specks & (labels == 0), reach)
+    target, source = owners
     flat = labels.ravel()
-    source = nonzero_index(edge)
-    target = nonzero_index(todo)
-    if len(source) == 0:
-        return
-    width = labels.shape[1]
-    src_xy = np.stack(np.divmod(source, width), axis=1)
-    dst_xy = np.stack(np.divmod(target, width), axis=1)
+    flat[target] = flat[source]
+
+
+def speck_owners(ink: np.ndarray, specks: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
+    """The pixels of ``specks`` (bool ``(H, W)``) less than ``reach`` pixels from a pixel of
+    ``ink`` (bool ``(H, W)``) and, for each, the nearest such ink pixel: two flat index
+    arrays ``(n,)`` (pixels of both masks must not overlap). Euclidean distance; of pixels
+    equally near, the one the k-d tree meets first."""
+    none = np.zeros(0, np.int64)
+    target = nonzero_index(specks)
+    if reach <= 0 or len(target) == 0:
+        return none, none
+    r = int(np.ceil(reach))
+    height, width = ink.shape
+    ty, tx = np.divmod(target, width)
+    # Everything below happens in the box of the specks' reach (plus the erosion's pixel):
+    # the page around it cannot hold a candidate.
+    y0, y1 = max(int(ty.min()) - r - 1, 0), min(int(ty.max()) + r + 2, height)
+    x0, x1 = max(int(tx.min()) - r - 1, 0), min(int(tx.max()) + r + 2, width)
+    todo = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    todo[ty - y0, tx - x0] = 1
+    # Only the ink within reach of a speck is a candidate: a dilation of the specks picks it
+    # without measuring the distance of every page pixel.
+    zone = cv2.dilate(todo, cv2.getStructuringElement(cv2.MORPH_RECT, (2 * r + 1,) * 2))
+    # The ink pixel nearest a point outside the ink lies on its edge (a pixel with an 8-
+    # neighbour off the ink): only those are candidates, half of the ink or less. (The box's
+    # border lies a pixel beyond the zone, or is the page's own, where the erosion counts the
+    # outside as ink in both.)
+    near_ink = np.ascontiguousarray(ink[y0:y1, x0:x1]).view(np.uint8)
+    edge = (zone > 0) & (near_ink > 0) & (cv2.erode(near_ink, np.ones((3, 3), np.uint8)) == 0)
+    sy, sx = np.nonzero(edge)
+    if len(sy) == 0:
+        return none, none
+    src_xy = np.stack([sy + y0, sx + x0], axis=1)
+    dst_xy = np.stack([ty, tx], axis=1)
     dist, nearest = cKDTree(src_xy).query(dst_xy, k=1, distance_upper_bound=reach, workers=2)
     ok = np.isfinite(dist)
-    flat[target[ok]] = flat[source[nearest[ok]]]
+    return target[ok], src_xy[nearest[ok], 0] * width + src_xy[nearest[ok], 1]
 
 
 #: Percentiles of a line's samples across it that bound its own band of ink (see ink_bands).
