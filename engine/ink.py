@@ -419,6 +419,14 @@ def find_page_area(gray: np.ndarray, max_side: int = 512) -> np.ndarray:
     return cv2.resize(region, (w, h), interpolation=cv2.INTER_NEAREST) > 0
 
 
+def stroke_sizes(h_text: float) -> tuple[int, int, int, int]:
+    """The pixel sizes :func:`_strip_long_strokes` works with for a text height ``h_text``
+    (pixels): a long stroke's length, its wobble across, the thickness of a band, and the
+    reach of a crossing letter's stroke."""
+    return (max(int(round(LONG_STROKE * h_text)), 15), max(int(round(STROKE_WOBBLE * h_text)), 1),
+            max(int(round(0.5 * h_text)), 3), max(int(round(RULE_CROSSING * h_text)), 2))
+
+
 def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.ndarray,
                         h_text: float) -> tuple[np.ndarray, np.ndarray]:
     """Pixels of ``components`` (label values) on long straight near-horizontal or
@@ -430,10 +438,7 @@ def _strip_long_strokes(labels: np.ndarray, stats: np.ndarray, components: np.nd
     the text height, so that a hand-drawn or slightly skewed rule still counts as straight.
     Returns those pixels and, apart, the straight runs thicker than half a text height (bands,
     filled blobs), which are not stripped."""
-    length = max(int(round(LONG_STROKE * h_text)), 15)
-    wobble = max(int(round(STROKE_WOBBLE * h_text)), 1)
-    reach = max(int(round(RULE_CROSSING * h_text)), 2)
-    thick = max(int(round(0.5 * h_text)), 3)
+    length, wobble, thick, reach = stroke_sizes(h_text)
     out = np.zeros(labels.shape, bool)
     thick_out = np.zeros(labels.shape, bool)
     for c in components:

@@ -26,12 +26,11 @@ merges lines; both are kept and selectable.
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import threads as _threads
 from .graph import colour_classes
 
 _TINY = np.float32(1e-30)
@@ -302,25 +301,6 @@ def _update_vertices(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, the
 #: of its vertices (they share no edge, so the halves are independent and the result is the
 #: same). NumPy releases the GIL in the vectorised passes.
 PARALLEL_MIN_HALF_EDGES = 20_000
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlgui-sweep")
-    return _POOL
-
-
-def _forget_pool() -> None:
-    # A forked child has the pool object but not its thread: work submitted there would wait forever.
-    global _POOL
-    _POOL = None
-
-
-if hasattr(os, "register_at_fork"):  # POSIX only; elsewhere there is no fork
-    os.register_at_fork(after_in_child=_forget_pool)
-
 
 def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndarray,
           power: np.ndarray, damping: float, posterior: np.ndarray, shift: np.ndarray | None = None,
@@ -342,7 +322,8 @@ def sweep(unary: np.ndarray, out: np.ndarray, graph: RegionGraph, theta: np.ndar
         if threads > 1 and stop - start >= PARALLEL_MIN_HALF_EDGES and len(verts) > 1:
             half = len(verts) // 2
             mid = start + int(starts[half])
-            second = _pool().submit(_update_vertices, *args, mid, stop, verts[half:], starts[half:] - starts[half])
+            second = _threads.worker("sweep").submit(_update_vertices, *args, mid, stop, verts[half:],
+                                                     starts[half:] - starts[half])
             change += _update_vertices(*args, start, mid, verts[:half], starts[:half])
             change += second.result()
         else:

@@ -11,9 +11,7 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +28,7 @@ from . import io as _io
 from . import postprocess as _post
 from . import regions as _regions
 from . import sampling as _sampling
+from . import threads as _threads
 from .model import LineSet, Page, Preparation, Segmentation, Snapshot
 from .params import Parameters
 
@@ -74,7 +73,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     owners = None
     if params.label_non_text and found.specks is not None:
         specks = found.specks if found.faint is None else found.specks & ~found.faint
-        owners = _background().submit(_post.speck_owners, ink, specks, _post.SPECK_REACH * stats.h_cc)
+        owners = _threads.worker("prepare").submit(_post.speck_owners, ink, specks, _post.SPECK_REACH * stats.h_cc)
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
@@ -110,28 +109,6 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
         tick("merge_initial_lines")
     return prep
-
-
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _background() -> concurrent.futures.ThreadPoolExecutor:
-    """One worker thread for work that overlaps the stages (NumPy, OpenCV and SciPy's k-d
-    tree release the GIL in their passes)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlgui-prepare")
-    return _POOL
-
-
-def _forget_pool() -> None:
-    # A forked child has the pool object but not its thread: work submitted there would wait forever.
-    global _POOL
-    _POOL = None
-
-
-if hasattr(os, "register_at_fork"):  # POSIX only; elsewhere there is no fork
-    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def preparation_summary(prep: Preparation) -> dict[str, Any]:

@@ -21,10 +21,12 @@ from engine.ink import (
     _median_and_deviation,
     _on_rows_near,
     _open_rows,
+    _row_strokes,
     _strip_long_strokes,
     find_ink,
     label_components,
     median_level,
+    stroke_sizes,
 )
 from engine.io import load_page
 from engine.model import LineSet
@@ -101,48 +103,30 @@ def test_crossings_near_a_rules_rows_equal_the_whole_images() -> None:
         np.testing.assert_array_equal(got[rows], crossed(rest)[rows])
 
 
-def _plain_strip(labels: np.ndarray, stats: np.ndarray, components: np.ndarray, h_text: float
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """_strip_long_strokes as first written: every morphology on the component's whole box."""
-    length = max(int(round(5.0 * h_text)), 15)
-    wobble = max(int(round(0.08 * h_text)), 1)
-    reach = max(int(round(0.15 * h_text)), 2)
-    thick = max(int(round(0.5 * h_text)), 3)
-    rect = cv2.getStructuringElement
-    horizontal, vertical = rect(cv2.MORPH_RECT, (length, 1)), rect(cv2.MORPH_RECT, (1, length))
-    across_h, across_v = rect(cv2.MORPH_RECT, (1, 2 * wobble + 1)), rect(cv2.MORPH_RECT, (2 * wobble + 1, 1))
-    thick_v, thick_h = rect(cv2.MORPH_RECT, (1, thick)), rect(cv2.MORPH_RECT, (thick, 1))
-    cv, ch = np.ones((2 * reach + 1, 1), np.uint8), np.ones((1, 2 * reach + 1), np.uint8)
+def _plain_strokes(mask: np.ndarray, h_text: float, vertical: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The long strokes and bands of a component's crop as first computed: every morphology
+    on the whole crop, with vertical kernels for vertical strokes."""
+    length, wobble, thick, reach = stroke_sizes(h_text)
 
-    def crossed(rest, k, a, b):
-        return cv2.dilate(rest, k, anchor=a) & cv2.dilate(rest, k, anchor=b)
+    def rect(along: int, across: int) -> np.ndarray:  # a kernel ``along`` the stroke
+        return cv2.getStructuringElement(cv2.MORPH_RECT, (across, along) if vertical else (along, across))
 
-    out, thick_out = np.zeros(labels.shape, bool), np.zeros(labels.shape, bool)
-    for c in components:
-        x, y, w, h = (int(v) for v in stats[c, :4])
-        if max(w, h) < length:
-            continue
-        crop = labels[y:y + h, x:x + w] == c
-        mask = crop.view(np.uint8)
-        lines, bands = np.zeros_like(mask), np.zeros_like(mask)
-        for long_side, along, across, thin, k, a, b in (
-                (w, horizontal, across_h, thick_v, cv, (0, 2 * reach), (0, 0)),
-                (h, vertical, across_v, thick_h, ch, (2 * reach, 0), (0, 0))):
-            if long_side >= length:
-                found = cv2.morphologyEx(cv2.dilate(mask, across), cv2.MORPH_OPEN, along) & mask
-                found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, thin)
-                bands |= cv2.morphologyEx(cv2.morphologyEx(mask, cv2.MORPH_OPEN, along), cv2.MORPH_OPEN, thin)
-                lines |= found & ~crossed(mask & ~found, k, a, b)
-        out[y:y + h, x:x + w] |= crop & (lines > 0)
-        thick_out[y:y + h, x:x + w] |= crop & (bands > 0)
-    return out, thick_out
+    cross = np.ones((1, 2 * reach + 1) if vertical else (2 * reach + 1, 1), np.uint8)
+    before, after = ((2 * reach, 0), (0, 0)) if vertical else ((0, 2 * reach), (0, 0))
+    found = cv2.morphologyEx(cv2.dilate(mask, rect(1, 2 * wobble + 1)), cv2.MORPH_OPEN, rect(length, 1)) & mask
+    found &= ~cv2.morphologyEx(found, cv2.MORPH_OPEN, rect(1, thick))
+    bands = cv2.morphologyEx(cv2.morphologyEx(mask, cv2.MORPH_OPEN, rect(length, 1)), cv2.MORPH_OPEN,
+                             rect(1, thick))
+    rest = mask & ~found
+    crossed = cv2.dilate(rest, cross, anchor=before) & cv2.dilate(rest, cross, anchor=after)
+    return found & ~crossed, bands
 
 
 @pytest.mark.parametrize("h_text", [20.0, 21.0])  # even and odd kernels
-def test_stripping_long_strokes_equals_the_plain_computation(h_text: float) -> None:
+def test_long_strokes_on_the_rows_that_hold_them_equal_the_plain_computation(h_text: float) -> None:
     # A frame round two rows of "words" (blocks joined by strokes), a rule through the second
     # row with a descender crossing it, a thick band, a vertical rule, a frame touching the
-    # image's border: one component each, all stripped.
+    # image's border: the crops of the components these form, both ways.
     rng = np.random.default_rng(int(h_text))
     ink = np.zeros((420, 700), bool)
     ink[20:24, 20:680] = ink[380:384, 20:680] = True  # frame top and bottom
@@ -156,12 +140,26 @@ def test_stripping_long_strokes_equals_the_plain_computation(h_text: float) -> N
     ink[300:312, 100:500] = True  # a band, 12 px thick
     ink[0:3, 0:700] = ink[0:300, 695:700] = True  # a frame at the image's border
     labels, stats = label_components(ink)
-    components = np.arange(1, len(stats))
-    got = _strip_long_strokes(labels, stats, components, h_text)
-    want = _plain_strip(labels, stats, components, h_text)
-    assert want[0].any() and want[1].any()
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_array_equal(got[1], want[1])
+    length, wobble, thick, reach = stroke_sizes(h_text)
+    seen = np.zeros(2, int)
+    for c in range(1, len(stats)):
+        x, y, w, h = (int(v) for v in stats[c, :4])
+        mask = (labels[y:y + h, x:x + w] == c).view(np.uint8)
+        if w >= length:
+            got = _row_strokes(mask, length, wobble, thick, reach)
+            want = _plain_strokes(mask, h_text, vertical=False)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            seen += [want[0].any(), want[1].any()]
+        if h >= length:
+            got = [cv2.transpose(m) for m in _row_strokes(cv2.transpose(mask), length, wobble, thick, reach)]
+            want = _plain_strokes(mask, h_text, vertical=True)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            seen += [want[0].any(), want[1].any()]
+    assert seen.all()  # strokes and bands were found, not only empty results compared
+    stripped, bands = _strip_long_strokes(labels, stats, np.arange(1, len(stats)), h_text)
+    assert stripped.any() and bands.any()
 
 
 def test_histogram_medians_equal_numpys() -> None:
