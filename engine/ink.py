@@ -295,15 +295,11 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
 def median_level(gray: np.ndarray, mask: np.ndarray) -> float:
     """``np.median(gray[mask])`` of a uint8 page ``(H, W)`` over a bool ``mask`` (255.0 when
     the mask is empty), from a histogram of the masked pixels: no gather of them."""
-    hist = cv2.calcHist([gray], [0], mask.view(np.uint8), [256], [0, 256]).ravel()
-    cum = np.cumsum(hist.astype(np.int64))
-    n = int(cum[-1])
-    if n == 0:
+    # Counts as integers: OpenCV's float32 counts lose single pixels past 2^24.
+    hist = cv2.calcHist([gray], [0], mask.view(np.uint8), [256], [0, 256]).ravel().astype(np.int64)
+    if hist.sum() == 0:
         return 255.0
-    # The middle one or two of the sorted values, as np.median averages them.
-    lo = int(np.searchsorted(cum, (n - 1) // 2, side="right"))
-    hi = int(np.searchsorted(cum, n // 2, side="right"))
-    return (lo + hi) / 2.0
+    return _histogram_median(np.arange(256, dtype=np.float64), hist)
 
 
 def spans_rows(stats: np.ndarray, h_text: float) -> np.ndarray:

@@ -72,8 +72,9 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     # nothing EM does, so a second core finds it while stages 2-6 run.
     owners = None
     if params.label_non_text and found.specks is not None:
-        specks = found.specks if found.faint is None else found.specks & ~found.faint
-        owners = _threads.worker("prepare").submit(_post.speck_owners, ink, specks, _post.SPECK_REACH * stats.h_cc)
+        owners = _threads.worker("prepare").submit(_post.speck_owners, ink,
+                                                   _post.specks_to_label(found.specks, found.faint),
+                                                   _post.SPECK_REACH * stats.h_cc)
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,

@@ -700,13 +700,13 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
         labels = final_labels(prep, final, sample_labels)
     if params.label_non_text and len(final):
         if prep.specks is not None and prep.specks.shape == labels.shape:
-            # Specks as dark as the page's ink at large are faint pixels too, labelled below
-            # with them; the others have no other rule.
             owners = prep.speck_owners
-            if owners is not None and np.count_nonzero(labels) != np.count_nonzero(prep.ink):
-                owners = None  # some ink has no line: the nearest ink need not be labelled
-            specks = prep.specks if prep.faint is None or owners is not None else prep.specks & ~prep.faint
-            label_specks(labels, specks, SPECK_REACH * prep.stats.h_cc, owners)
+            if owners is None or np.count_nonzero(labels) != np.count_nonzero(prep.ink):
+                # Not found in advance, or some ink has no line (then the nearest ink need
+                # not be labelled): search among the labelled pixels now.
+                owners = speck_owners(labels > 0, specks_to_label(prep.specks, prep.faint),
+                                      SPECK_REACH * prep.stats.h_cc)
+            label_specks(labels, prep.specks, SPECK_REACH * prep.stats.h_cc, owners)
         if prep.non_text is not None or prep.faint is not None:
             label_non_text(labels, prep, final, sample_labels, params.merge_gap)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
@@ -836,6 +836,13 @@ def label_specks(labels: np.ndarray, specks: np.ndarray, reach: float,
     target, source = owners
     flat = labels.ravel()
     flat[target] = flat[source]
+
+
+def specks_to_label(specks: np.ndarray, faint: np.ndarray | None) -> np.ndarray:
+    """The speck pixels :func:`label_specks` labels, bool ``(H, W)``: those of ``specks``
+    not also ``faint`` (specks as dark as the page's ink at large are faint pixels too, and
+    ``label_non_text`` labels them with the others)."""
+    return specks if faint is None else specks & ~faint
 
 
 def speck_owners(ink: np.ndarray, specks: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
