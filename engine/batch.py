@@ -12,13 +12,18 @@ once and, because outputs are renamed into place only when complete, leaves whol
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
+import math
 import os
+import re
 import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .export import OUTPUT_SUFFIXES as _WRITTEN
-from .io import IMAGE_SUFFIXES
+from .io import IMAGE_SUFFIXES, MULTI_PAGE_SUFFIXES, read_header
 from .params import Parameters
 
 #: Image suffixes picked up from folders and glob patterns (compared case-insensitively).
@@ -55,11 +60,17 @@ class PageTask:
     page_index: int = 0
     #: None = :func:`engine.pipeline.segment`; tests pass a module-level double.
     segment_fn: SegmentFn | None = None
+    #: Seconds the page may run (None = no limit): then it fails with the reason.
+    timeout: float | None = None
+    #: Why the page runs again although it has outputs (ResumeCheck.reason), for the report.
+    redone: str | None = None
 
 
 @dataclass(frozen=True)
 class PageResult:
-    """What came of one page; ``status`` is ``ok``, ``skipped`` or ``failed``."""
+    """What came of one page; ``status`` is ``ok``, ``skipped`` or ``failed``.  ``redone``:
+    why a page with outputs ran again (they were not this page's, made otherwise, or damaged);
+    ``warnings``: what makes a result doubtful although it was written (not a page of text?)."""
 
     file: str
     stem: str
@@ -67,6 +78,8 @@ class PageResult:
     error: str | None = None
     lines: int = 0
     seconds: float = 0.0
+    redone: str | None = None
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -87,22 +100,46 @@ class BatchSummary:
     lines: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    #: The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM, SIGHUP).
+    signal: int | None = None
     report_path: Path | None = None
     results: list[PageResult] = field(default_factory=list)
+    #: Pages whose outputs existed but were redone, by cause (ResumeCheck.cause).
+    redone: dict[str, int] = field(default_factory=dict)
+    #: Temporary files of killed runs removed from the output folder, and their bytes.
+    stale_files: int = 0
+    stale_bytes: int = 0
+    #: Pages with warnings (their results were written).
+    warned: int = 0
+    #: The first error writing the report (the batch went on without it).
+    report_error: str | None = None
 
     @property
     def exit_code(self) -> int:
-        """130 when interrupted, 1 when any page failed, else 0."""
+        """128 + the signal when interrupted (130 Ctrl-C, 143 SIGTERM), 1 when any page
+        failed, else 0."""
         if self.interrupted:
-            return 130
+            return 128 + int(self.signal or signal.SIGINT)
         return 1 if self.failed else 0
 
     def format(self) -> str:
         text = (f"{self.ok} ok, {self.skipped} skipped, {self.failed} failed of {self.total} page(s); "
                 f"{self.lines} lines in {self.seconds:.1f} s")
+        if self.redone:
+            text += f"; {format_redone(self.redone)}"
+        if self.warned:
+            text += f"; {self.warned} with warnings"
         if self.interrupted:
-            text += " (interrupted)"
+            name = signal.Signals(self.signal).name if self.signal else "SIGINT"
+            text += f" (interrupted by {name})"
         return text
+
+
+def format_redone(causes: dict[str, int]) -> str:
+    """``3 redone (2 parameters, 1 damaged)``."""
+    total = sum(causes.values())
+    detail = ", ".join(f"{n} {cause}" for cause, n in sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{total} redone ({detail})"
 
 
 @dataclass(frozen=True)
@@ -147,9 +184,9 @@ def _images_in(folder: Path, recursive: bool) -> list[Path]:
 def discover_pages(specs: Iterable[str], recursive: bool = False) -> tuple[list[Path], list[str]]:
     """Expand files, folders and glob patterns into a list of pages, in the order given
     (folders and patterns sorted within).  An existing file is taken whatever its suffix;
-    folders and patterns keep only images.  A path that does not exist is kept as a page,
-    so that it fails with its own error.  Returns the pages (each once) and one warning
-    per folder or pattern that yielded no image."""
+    folders and patterns keep only images (:data:`engine.io.IMAGE_SUFFIXES`, any case).  A
+    path that does not exist is kept as a page, so that it fails with its own error.  Returns
+    the pages (each once) and one warning per folder or pattern that yielded no image."""
     pages: list[Path] = []
     warnings: list[str] = []
     for spec in specs:
@@ -183,42 +220,99 @@ def discover_pages(specs: Iterable[str], recursive: bool = False) -> tuple[list[
     return unique, warnings
 
 
-def unique_stems(pages: Sequence[Path]) -> list[str]:
-    """One output stem per page: the file's stem, or when two pages share it (compared
-    case-insensitively, for case-insensitive file systems) the parent folder names joined
-    in front (``a_page``, then ``x_a_page`` ...) until unique; a numeric suffix is the last
-    resort.  Depends only on the paths, so reruns find their earlier outputs."""
-    parts = [Path(os.path.abspath(p)).parts[:-1] for p in pages]
-    stems = [Path(p).stem for p in pages]
-    depth = [0] * len(pages)
+def page_count(path: str | Path) -> int:
+    """Pages in an image file (frames of a TIFF, GIF, WebP); 1 when it has one or cannot be read."""
+    if Path(path).suffix.lower() not in MULTI_PAGE_SUFFIXES:
+        return 1
+    try:
+        return read_header(path).frames
+    except Exception:  # noqa: BLE001 - an unreadable file fails later with its own message
+        return 1
 
-    def name(i: int) -> str:
-        prefix = parts[i][len(parts[i]) - depth[i]:] if depth[i] else ()
-        return "_".join([*(s.strip(os.sep) or "root" for s in prefix), stems[i]])
 
-    for _ in range(max((len(p) for p in parts), default=0) + 1):
-        groups: dict[str, list[int]] = {}
-        for i in range(len(pages)):
-            groups.setdefault(name(i).casefold(), []).append(i)
+def _suffix_rank(path: Path) -> tuple[int, int, str]:
+    """Which of several files of one stem in one folder keeps the plain stem: the usual page
+    format first (IMAGE_SUFFIXES' order), a lower-case suffix before the same in capitals."""
+    suffix = path.suffix
+    low = suffix.lower()
+    order = IMAGE_SUFFIXES.index(low) if low in IMAGE_SUFFIXES else len(IMAGE_SUFFIXES)
+    return (order, 0 if suffix == low else 1, path.name)
+
+
+def unique_stems(pages: Sequence[Path], page_index: int = 0,
+                 page_counts: Sequence[int] | None = None) -> list[str]:
+    """One output stem per page, distinct even on a case-insensitive file system:
+
+    1. the file's stem, plus ``_p<K>`` (K = ``page_index``) when the file holds several pages;
+    2. pages of the same stem (compared case-insensitively) in different folders get the
+       names of their parent folders in front, as few as tell the folders apart
+       (``a/p.png`` -> ``a_p``, ``b/p.png`` -> ``b_p``);
+    3. files of the same stem in one folder (``one.png``, ``one.jpg``, ``ONE.PNG``): the one
+       with the usual format keeps the stem (``one``: the order of ``IMAGE_SUFFIXES``, lower
+       case first), each other gets its suffix (``one_jpg``, ``ONE_PNG``);
+    4. a numeric suffix (``_2``, ``_3`` in input order) if names still clash.
+
+    Depends only on the paths (and page counts), so reruns find their earlier outputs.
+    ``page_counts`` (pages per file) is read from the files' headers when not given."""
+    paths = [Path(p) for p in pages]
+    counts = list(page_counts) if page_counts is not None else [page_count(p) for p in paths]
+    base = [p.stem + (f"_p{page_index}" if n > 1 else "") for p, n in zip(paths, counts, strict=True)]
+    folders = [Path(os.path.abspath(p)).parent for p in paths]
+    names = list(base)
+    groups: dict[str, list[int]] = {}
+    for i, b in enumerate(base):
+        groups.setdefault(b.casefold(), []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        by_folder: dict[Path, list[int]] = {}
+        for i in members:
+            by_folder.setdefault(folders[i], []).append(i)
+        prefixes = _folder_prefixes(list(by_folder)) if len(by_folder) > 1 else {f: "" for f in by_folder}
+        for folder, same in by_folder.items():
+            keeper = min(same, key=lambda i: _suffix_rank(paths[i]))
+            for i in same:
+                name = prefixes[folder] + base[i]
+                if i != keeper:
+                    name += "_" + paths[i].suffix.lstrip(".")
+                names[i] = name
+    counts_seen: dict[str, int] = {}
+    taken = {n.casefold() for n in names}
+    result = []
+    for name in names:
+        key = name.casefold()
+        counts_seen[key] = counts_seen.get(key, 0) + 1
+        if counts_seen[key] > 1:
+            k = counts_seen[key]
+            while f"{name}_{k}".casefold() in taken:
+                k += 1
+            name = f"{name}_{k}"
+            taken.add(name.casefold())
+        result.append(name)
+    return result
+
+
+def _folder_prefixes(folders: list[Path]) -> dict[Path, str]:
+    """For distinct folders: the fewest trailing folder names, joined by ``_`` with one at the
+    end, that tell each from the others (``/d/x/a`` and ``/d/y/a`` -> ``x_a_``, ``y_a_``)."""
+    parts = {f: f.parts for f in folders}
+    depth = dict.fromkeys(folders, 1)
+
+    def name(f: Path) -> str:
+        tail = parts[f][max(0, len(parts[f]) - depth[f]):]
+        return "_".join(s.strip(os.sep) or "root" for s in tail)
+
+    for _ in range(max(len(p) for p in parts.values()) + 1):
+        groups: dict[str, list[Path]] = {}
+        for f in folders:
+            groups.setdefault(name(f).casefold(), []).append(f)
         clashes = [g for g in groups.values() if len(g) > 1]
         if not clashes:
             break
-        grew = False
         for group in clashes:
-            for i in group:
-                if depth[i] < len(parts[i]):
-                    depth[i] += 1
-                    grew = True
-        if not grew:
-            break
-    result = [name(i) for i in range(len(pages))]
-    counts: dict[str, int] = {}
-    for i, s in enumerate(result):
-        key = s.casefold()
-        counts[key] = counts.get(key, 0) + 1
-        if counts[key] > 1:
-            result[i] = f"{s}_{counts[key]}"
-    return result
+            for f in group:
+                depth[f] = min(depth[f] + 1, len(parts[f]))
+    return {f: name(f) + "_" for f in folders}
 
 
 def output_paths(outdir: str | Path, stem: str) -> list[Path]:
@@ -226,8 +320,193 @@ def output_paths(outdir: str | Path, stem: str) -> list[Path]:
 
 
 def outputs_complete(outdir: str | Path, stem: str) -> bool:
-    """Whether all six outputs of ``stem`` (:data:`OUTPUT_SUFFIXES`) exist (then the page is done)."""
+    """Whether all six outputs of ``stem`` (:data:`OUTPUT_SUFFIXES`) exist (whether they are
+    this page's and whole is :func:`check_outputs`' question)."""
     return all(p.is_file() for p in output_paths(outdir, stem))
+
+
+# --- resume: are a page's outputs this page's, made the same way, and whole? ------------
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    """Whether a page's outputs can be kept (``done``), and if not, why (``reason``, None for
+    a page with no outputs at all) and the kind of reason (``cause``: ``incomplete``,
+    ``damaged``, ``no record``, ``tool``, ``source``, ``page``, ``parameters``)."""
+
+    done: bool
+    reason: str | None = None
+    cause: str | None = None
+
+
+def _png_whole(path: Path, shape: tuple[int, int] | None) -> bool:
+    """A PNG's signature, its IHDR size (when ``shape`` is given) and its closing IEND chunk."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(24)
+            fh.seek(-12, os.SEEK_END)
+            tail = fh.read(12)
+    except OSError:
+        return False
+    if head[:8] != _PNG_SIGNATURE or head[12:16] != b"IHDR" or tail != _PNG_END:
+        return False
+    if shape is not None:
+        w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        return (h, w) == tuple(shape)
+    return True
+
+
+def _changed_parameters(recorded: Any, params: Parameters) -> list[str]:
+    if not isinstance(recorded, dict):
+        return []
+    now = json.loads(json.dumps(params.to_dict()))
+    return sorted(k for k in set(now) | set(recorded) if now.get(k) != recorded.get(k))
+
+
+def check_outputs(outdir: str | Path, stem: str, source: str | Path, params: Parameters,
+                  page_index: int = 0) -> ResumeCheck:
+    """Whether the outputs of ``stem`` in ``outdir`` can stand for page ``page_index`` of
+    ``source`` segmented with ``params``: all six present; the JSON readable, with the record
+    :func:`engine.export.output_record` writes; made by this tool version, from a source of
+    the same size and bytes (size and mtime, else SHA-256), of the same page, with the same
+    parameters; each output of its recorded size, the PNGs whole (signature, size, end
+    chunk), the XML files of their recorded SHA-256.  No file is read in full except the
+    XML outputs (and the source, when its mtime changed)."""
+    from . import export
+
+    files = dict(zip(_WRITTEN, output_paths(outdir, stem), strict=True))
+    present = {k: p.is_file() for k, p in files.items()}
+    if not any(present.values()):
+        return ResumeCheck(False)
+    if not all(present.values()):
+        missing = ", ".join(files[k].name for k, ok in present.items() if not ok)
+        return ResumeCheck(False, f"outputs incomplete ({missing} missing)", "incomplete")
+    try:
+        meta = json.loads(files["json"].read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return ResumeCheck(False, f"{files['json'].name} damaged (not readable JSON)", "damaged")
+    record = meta.get("record") if isinstance(meta, dict) else None
+    if not isinstance(record, dict):
+        return ResumeCheck(False, "no record of what made the outputs (an older tlseg)", "no record")
+    if record.get("tool") != export.tool_version():
+        return ResumeCheck(False, f"made by {record.get('tool')}, not {export.tool_version()}", "tool")
+    if int(record.get("page_index") or 0) != int(page_index):
+        return ResumeCheck(False, f"outputs of page {record.get('page_index')}, not page {page_index}", "page")
+    if record.get("parameters") != export.parameters_fingerprint(params.to_dict()):
+        names = _changed_parameters(meta.get("parameters"), params)
+        before = record.get("preset")
+        if before != params.preset_name and "preset_name" in names:
+            shown = f"preset {before} -> {params.preset_name}; {len(names) - 1} values"
+        else:
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return ResumeCheck(False, "parameters changed" + (f" ({shown})" if names else ""), "parameters")
+    reason = _source_changed(record.get("source"), source)
+    if reason:
+        return ResumeCheck(False, reason, "source")
+    outputs = record.get("outputs") or {}
+    shape = meta.get("shape")
+    shape = (int(shape[0]), int(shape[1])) if isinstance(shape, list) and len(shape) == 2 else None
+    for kind, path in files.items():
+        if kind == "json":
+            continue
+        entry = outputs.get(kind)
+        if not isinstance(entry, dict):
+            return ResumeCheck(False, f"{path.name} not in the record", "damaged")
+        size = path.stat().st_size
+        if size != entry.get("size"):
+            return ResumeCheck(False, f"{path.name} damaged ({size} bytes, {entry.get('size')} written)",
+                               "damaged")
+        if kind == "dat" and shape is not None and size != 4 * shape[0] * shape[1]:
+            return ResumeCheck(False, f"{path.name} damaged (not {shape[1]} x {shape[0]} labels)", "damaged")
+        if kind in ("labels", "overlay") and not _png_whole(path, shape):
+            return ResumeCheck(False, f"{path.name} damaged (not a whole PNG of the page)", "damaged")
+        if "sha256" in entry and export.file_sha256(path) != entry["sha256"]:
+            return ResumeCheck(False, f"{path.name} damaged (its bytes changed)", "damaged")
+    return ResumeCheck(True)
+
+
+def _source_changed(recorded: Any, source: str | Path) -> str | None:
+    """Why ``source`` is not the file the record names (None when it is the same file, or a
+    copy of it: same size and bytes)."""
+    from . import export
+
+    if not isinstance(recorded, dict):
+        return "source not recorded"
+    try:
+        st = os.stat(source)
+    except OSError:
+        return "source not readable"
+    if st.st_size != recorded.get("size"):
+        return f"source changed ({recorded.get('size')} -> {st.st_size} bytes)"
+    if st.st_mtime_ns == recorded.get("mtime_ns") and os.path.abspath(source) == recorded.get("path"):
+        return None
+    try:
+        same = export.file_sha256(source) == recorded.get("sha256")
+    except OSError:
+        return "source not readable"
+    return None if same else "source changed (same size, other bytes)"
+
+
+# --- memory --------------------------------------------------------------------------------
+
+
+#: Peak resident memory of one page, in bytes: PEAK_BASE + PEAK_PER_PIXEL per pixel, plus
+#: PEAK_PER_COLOUR_PIXEL per pixel on colour pages.  Measured with /usr/bin/time -v on
+#: generated pages of 42, 98 and 169 megapixels and every dev page (docs/robustness.md).
+PEAK_BASE = 250 * 2**20
+PEAK_PER_PIXEL = 31.0
+PEAK_PER_COLOUR_PIXEL = 8.0
+#: Default largest peak of one page: pages estimated above it are refused before loading.
+DEFAULT_PAGE_MEMORY = 2 * 2**30
+
+
+def estimate_peak(width: int, height: int, colour: bool = False) -> int:
+    """Estimated peak resident memory (bytes) of segmenting one ``width`` x ``height`` page."""
+    per_pixel = PEAK_PER_PIXEL + (PEAK_PER_COLOUR_PIXEL if colour else 0.0)
+    return int(PEAK_BASE + per_pixel * width * height)
+
+
+def physical_memory() -> int | None:
+    """This machine's RAM in bytes (None when unknown)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def default_max_memory() -> int:
+    """Default memory budget of a batch: half of this machine's RAM (8 GB when unknown)."""
+    ram = physical_memory()
+    return ram // 2 if ram else 8 * 2**30
+
+
+def format_bytes(n: float) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def memory_refusal(path: str | Path, page_index: int, page_memory: int) -> tuple[int, str | None]:
+    """(estimated peak, None) for a page that fits ``page_memory`` bytes, or (estimate, the
+    one-line refusal saying how to make it fit), from the file's header only."""
+    try:
+        header = read_header(path, page_index)
+    except Exception:  # noqa: BLE001 - the page fails with its own error when loaded
+        return PEAK_BASE, None
+    need = estimate_peak(header.width, header.height, header.colour)
+    if need <= page_memory:
+        return need, None
+    per_pixel = PEAK_PER_PIXEL + (PEAK_PER_COLOUR_PIXEL if header.colour else 0.0)
+    fits = max(0.0, (page_memory - PEAK_BASE) / per_pixel)
+    scale = (fits / header.pixels) ** 0.5
+    msg = (f"{path}: page not loaded: {header.width} x {header.height} ({header.pixels / 1e6:.0f} "
+           f"megapixels) needs about {format_bytes(need)} of memory, over the {format_bytes(page_memory)} "
+           f"a page may use: scale it down to {fits / 1e6:.0f} megapixels or less (e.g. to "
+           f"{int(scale * 100)} % of its width and height) or allow more with --page-memory "
+           f"{math.ceil(need / 2**30 * 10) / 10:g}G")
+    return need, msg
 
 
 # --- one page (runs in a worker) ---------------------------------------------------------
@@ -260,9 +539,36 @@ def describe_error(path: str, exc: BaseException) -> str:
     return msg
 
 
+class PageTimeout(BaseException):
+    """A page ran past its time limit.  A BaseException, so that no ``except Exception`` in
+    the engine swallows it; write_outputs removes its temporary files on the way out."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise PageTimeout in this thread after ``seconds`` (main thread on POSIX only; elsewhere
+    the progress callback's deadline check does it, at the next stage or EM iteration)."""
+    if (not seconds or not hasattr(signal, "setitimer")
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+
+    def on_alarm(_signum: int, _frame: object) -> None:
+        raise PageTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def process_page(task: PageTask, progress: Callable[[str], None] | None = None) -> PageResult:
     """Segment one page and write its outputs.  Never raises for a bad page (the error is
-    in the result); only KeyboardInterrupt/SystemExit get through."""
+    in the result), nor for a page over its time limit; only KeyboardInterrupt, SystemExit
+    and a worker's termination get through."""
     start = time.perf_counter()
     try:
         from . import export, io
@@ -270,54 +576,75 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
         segment_fn = task.segment_fn
         if segment_fn is None:
             from .pipeline import segment as segment_fn
+        from .pagecheck import page_warnings
         from .pipeline import preparation_summary as _summary
+        # The page's time starts now: a fresh worker's first imports are not the page's.
+        deadline = None if not task.timeout else time.monotonic() + task.timeout
         say = progress or (lambda _msg: None)
-        say("load")
-        page = io.load_page(task.path, page_index=task.page_index)
-        t_loaded = time.perf_counter()
         marks: dict[str, float] = {}
 
         def stage(msg: str) -> None:
             # The pipeline announces "labelling" just before stage 8: its time splits EM
             # from finishing without reimplementing segment().
+            if deadline is not None and time.monotonic() > deadline:
+                raise PageTimeout
             marks.setdefault(msg, time.perf_counter())
             say(msg)
 
-        prep, snap, seg = segment_fn(page, task.params, stage)
-        t_done = time.perf_counter()
-        timings = {k: float(v) for k, v in dict(getattr(prep, "timings", {}) or {}).items()}
-        timings["load"] = t_loaded - start
-        prepared = sum(v for k, v in timings.items() if k != "load")
-        finish_s = t_done - marks["labelling"] if "labelling" in marks else 0.0
-        timings["em"] = max(0.0, (t_done - t_loaded) - prepared - finish_s)
-        timings["finish"] = finish_s
-        timings["total"] = t_done - start
-        extra = {
-            "source": str(Path(task.path).resolve()),
-            "page_index": task.page_index,
-            "seed": task.params.seed,
-            "preset": task.params.preset_name,
-            "parameters": task.params.to_dict(),
-            "timings": timings,
-            "iterations": int(getattr(snap, "iteration", 0)),
-            "converged": bool(getattr(snap, "converged", False)),
-            "preparation": _summary(prep),
-        }
-        say("writing")
-        export.write_outputs(task.outdir, task.stem, prep.gray, seg, Path(task.path).name, extra)
+        with _alarm(task.timeout):
+            stage("load")
+            page = io.load_page(task.path, page_index=task.page_index)
+            t_loaded = time.perf_counter()
+            prep, snap, seg = segment_fn(page, task.params, stage)
+            del page
+            t_done = time.perf_counter()
+            timings = {k: float(v) for k, v in dict(getattr(prep, "timings", {}) or {}).items()}
+            timings["load"] = t_loaded - start
+            prepared = sum(v for k, v in timings.items() if k != "load")
+            finish_s = t_done - marks["labelling"] if "labelling" in marks else 0.0
+            timings["em"] = max(0.0, (t_done - t_loaded) - prepared - finish_s)
+            timings["finish"] = finish_s
+            timings["total"] = t_done - start
+            warnings = page_warnings(prep.ink, float(prep.stats.h_cc), seg.labels, len(seg.lines))
+            extra = {
+                "source": str(Path(task.path).resolve()),
+                "page_index": task.page_index,
+                "seed": task.params.seed,
+                "preset": task.params.preset_name,
+                "parameters": task.params.to_dict(),
+                "timings": timings,
+                "iterations": int(getattr(snap, "iteration", 0)),
+                "converged": bool(getattr(snap, "converged", False)),
+                "preparation": _summary(prep),
+                "warnings": warnings,
+            }
+            gray = prep.gray
+            # The preparation's page-sized arrays (components, masks) are not needed to write:
+            # freed here, they do not add to the writing's peak.
+            del prep, snap
+            stage("writing")
+            export.write_outputs(task.outdir, task.stem, gray, seg, Path(task.path).name, extra)
         n_lines = len(seg.lines)
-        return PageResult(task.path, task.stem, "ok", None, n_lines, time.perf_counter() - start)
+        return PageResult(task.path, task.stem, "ok", None, n_lines, time.perf_counter() - start,
+                          task.redone, tuple(warnings))
+    except PageTimeout:
+        return PageResult(task.path, task.stem, "failed",
+                          f"{task.path}: stopped after {task.timeout:g} s, the page's time limit "
+                          "(--page-timeout); nothing was written", 0, time.perf_counter() - start,
+                          task.redone)
     except Exception as exc:  # noqa: BLE001 - one bad page must never stop the batch
         return PageResult(task.path, task.stem, "failed", describe_error(task.path, exc), 0,
-                          time.perf_counter() - start)
+                          time.perf_counter() - start, task.redone)
 
 
 class _Terminated(BaseException):
-    """Raised in a worker by SIGTERM (the parent stopping the batch) so that write_outputs
-    removes its temporary files on the way out."""
+    """Raised in a worker by SIGTERM (the parent stopping the batch, or the worker's parent
+    gone) so that write_outputs removes its temporary files on the way out."""
 
 
 _in_page = False
+#: monotonic() when the worker's current page started (None between pages).
+_page_started: float | None = None
 
 
 def _on_sigterm(_signum: int, _frame: object) -> None:
@@ -326,9 +653,49 @@ def _on_sigterm(_signum: int, _frame: object) -> None:
     os._exit(143)  # idle: nothing to clean up
 
 
-def _init_worker() -> None:
-    """Process-pool worker set-up: one BLAS thread, and leave Ctrl-C to the parent (which
-    stops the workers itself) so a terminal interrupt does not print a traceback per worker."""
+#: prctl(2) option: the signal a process gets when its parent dies (Linux).
+_PR_SET_PDEATHSIG = 1
+#: Seconds a worker waits for its own SIGTERM clean-up before it exits regardless.
+_CLEANUP_GRACE = 10.0
+#: Seconds past a page's time limit after which its worker exits regardless (the page is
+#: stuck in native code that never returns to Python, where the alarm is delivered).
+HARD_TIMEOUT_GRACE = 60.0
+
+
+def _die_with_parent(parent_pid: int, hard_limit: float | None) -> None:
+    """Make this worker exit when its parent dies, by any signal, even SIGKILL: on Linux the
+    kernel sends SIGTERM (prctl PR_SET_PDEATHSIG); everywhere a watchdog thread sees the
+    parent change (the orphan is re-parented) and sends it.  The watchdog also ends a page
+    stuck past ``hard_limit`` seconds."""
+    if os.name == "posix" and os.uname().sysname == "Linux":
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(143)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            started = _page_started
+            stuck = hard_limit is not None and started is not None and time.monotonic() - started > hard_limit
+            if os.getppid() != parent_pid or stuck:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(_CLEANUP_GRACE)
+                os._exit(143)
+
+    threading.Thread(target=watch, name="tlseg-watchdog", daemon=True).start()
+
+
+def _init_worker(parent_pid: int | None = None, hard_limit: float | None = None) -> None:
+    """Process-pool worker set-up: one BLAS thread; Ctrl-C left to the parent (which stops
+    the workers itself) so a terminal interrupt does not print a traceback per worker;
+    SIGTERM (and SIGHUP, unless ignored as under nohup) stop the page and remove its
+    temporary files; and the worker dies with its parent."""
     os.environ.update(_THREAD_ENV)
     try:  # OpenCV keeps its own thread pool, which the environment does not reach
         import cv2
@@ -338,25 +705,71 @@ def _init_worker() -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _on_sigterm)
+    if parent_pid is not None:
+        _die_with_parent(parent_pid, hard_limit)
 
 
 def _pool_process_page(task: PageTask) -> PageResult:
     """process_page in a pool worker: a SIGTERM mid-page ends the process after cleanup."""
-    global _in_page
+    global _in_page, _page_started
     _in_page = True
+    _page_started = time.monotonic()
     try:
         return process_page(task)
     except _Terminated:
         os._exit(143)
     finally:
         _in_page = False
+        _page_started = None
 
 
 # --- the batch ----------------------------------------------------------------------------
 
 
+class Interrupted(KeyboardInterrupt):
+    """The batch was stopped by a signal (``signum``): SIGINT, SIGTERM or SIGHUP."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+#: Signals that stop a batch like Ctrl-C: whole files kept, workers stopped, a summary.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """While a batch runs in the main thread: SIGINT, SIGTERM and SIGHUP raise
+    :class:`Interrupted`, whatever dispositions the process inherited (a background job of a
+    script starts with SIGINT ignored); SIGHUP stays ignored when it was (nohup).  After the
+    first, further ones are ignored until the batch has stopped its workers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: object) -> None:
+        for sig in saved:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    for sig in STOP_SIGNALS:
+        if sig == getattr(signal, "SIGHUP", None) and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+
+
 class _Reporter:
-    """Collects results, appends the JSON-lines report and emits progress events."""
+    """Collects results, appends the JSON-lines report and emits progress events.  A report
+    that cannot be written (full disk) is given up with its error kept; pages go on."""
 
     def __init__(self, report_path: Path | None, total: int, progress: ProgressFn | None) -> None:
         self.report_path = report_path
@@ -364,19 +777,29 @@ class _Reporter:
         self.progress = progress
         self.start = time.perf_counter()
         self.done = 0
+        self.error: str | None = None
         self._fh = None
         if report_path is not None:
-            report_path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(report_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            try:
+                report_path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(report_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            except OSError as exc:
+                self.error = f"cannot write the report {report_path}: {exc.strerror or exc}"
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def record(self, result: PageResult, counted: bool = True) -> None:
         if self._fh is not None:
-            # Flushed per line so an interrupted run still has a report of what finished.
-            self._fh.write(result.to_json() + "\n")
-            self._fh.flush()
+            try:
+                # Flushed per line so an interrupted run still has a report of what finished.
+                self._fh.write(result.to_json() + "\n")
+                self._fh.flush()
+            except OSError as exc:
+                self.error = f"cannot write the report {self.report_path}: {exc.strerror or exc}"
+                with contextlib.suppress(OSError):
+                    self._fh.close()
+                self._fh = None
         if counted:
             self.done += 1
             if self.progress:
@@ -388,58 +811,100 @@ class _Reporter:
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            with contextlib.suppress(OSError):
+                self._fh.close()
             self._fh = None
+
+
+def plan_pages(paths: Sequence[str], stems: Sequence[str], outdir: str | Path, params: Parameters,
+               page_index: int = 0, overwrite: bool = False) -> list[ResumeCheck]:
+    """:func:`check_outputs` of every page (all not done with ``overwrite``)."""
+    if overwrite:
+        return [ResumeCheck(False) for _ in paths]
+    return [check_outputs(outdir, stem, path, params, page_index) for path, stem in zip(paths, stems, strict=True)]
 
 
 def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameters,
               jobs: int | None = None, overwrite: bool = False, dask_address: str | None = None,
               page_index: int = 0, report_path: str | Path | None = None,
               progress: ProgressFn | None = None, segment_fn: SegmentFn | None = None,
-              stems: Sequence[str] | None = None) -> BatchSummary:
+              stems: Sequence[str] | None = None, checks: Sequence[ResumeCheck] | None = None,
+              page_timeout: float | None = None, max_memory: int | None = None,
+              page_memory: int | None = None) -> BatchSummary:
     """Segment ``pages`` into ``outdir``; see the module docstring.
 
     ``jobs`` worker processes (default: all cores; 1 = in this process); ``dask_address``
-    a scheduler address or ``"local"`` for a local cluster of ``jobs`` processes.  Pages
-    whose outputs all exist are skipped unless ``overwrite``.  The report (default
-    ``outdir/tlseg-report.jsonl``) gets one JSON object per page.  Ctrl-C cancels what is
-    pending, stops the workers and returns with ``interrupted`` set (exit code 130).
+    a scheduler address or ``"local"`` for a local cluster of ``jobs`` processes.  A page
+    whose outputs pass :func:`check_outputs` (``checks``, computed when not given) is
+    skipped unless ``overwrite``; the others run, and those that had outputs count as
+    redone (``BatchSummary.redone``).  Temporary files of killed runs are removed first.
+    ``page_timeout`` seconds per page (None = none).  ``max_memory`` bytes (default half the
+    RAM) bound the estimated peaks of the pages running at once; a page estimated over
+    ``page_memory`` (default 2 GB, at most ``max_memory``) is refused before loading.  The
+    report (default ``outdir/tlseg-report.jsonl``) gets one JSON object per page.  SIGINT,
+    SIGTERM or SIGHUP cancel what is pending, stop the workers and return with
+    ``interrupted`` set (exit code 128 + the signal).
     """
+    from .export import remove_stale_temp_files
+
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     jobs = max(1, int(jobs or os.cpu_count() or 1))
+    max_memory = int(max_memory or default_max_memory())
+    page_memory = min(int(page_memory or DEFAULT_PAGE_MEMORY), max_memory)
     paths = [str(p) for p in pages]
-    stems = list(stems) if stems is not None else unique_stems([Path(p) for p in paths])
+    stems = list(stems) if stems is not None else unique_stems([Path(p) for p in paths], page_index)
     report = Path(report_path) if report_path is not None else outdir / REPORT_NAME
     summary = BatchSummary(total=len(paths), report_path=report)
+    summary.stale_files, summary.stale_bytes = remove_stale_temp_files(outdir)
+    if checks is None:
+        checks = plan_pages(paths, stems, outdir, params, page_index, overwrite)
     results: dict[int, PageResult] = {}
     todo: list[tuple[int, PageTask]] = []
-    for i, (path, stem) in enumerate(zip(paths, stems, strict=True)):
-        if not overwrite and outputs_complete(outdir, stem):
+    refused: list[tuple[int, PageResult]] = []
+    estimates: dict[int, int] = {}
+    for i, (path, stem, check) in enumerate(zip(paths, stems, checks, strict=True)):
+        if check.done:
             results[i] = PageResult(path, stem, "skipped")
-        else:
-            todo.append((i, PageTask(path, stem, str(outdir), params, page_index, segment_fn)))
+            continue
+        if check.cause:
+            summary.redone[check.cause] = summary.redone.get(check.cause, 0) + 1
+        estimates[i], refusal = memory_refusal(path, page_index, page_memory)
+        if refusal:
+            refused.append((i, PageResult(path, stem, "failed", refusal, redone=check.reason)))
+            continue
+        todo.append((i, PageTask(path, stem, str(outdir), params, page_index, segment_fn, page_timeout,
+                                 check.reason)))
 
-    reporter = _Reporter(report, len(todo), progress)
+    reporter = _Reporter(report, len(todo) + len(refused), progress)
     try:
-        for i in sorted(results):
-            reporter.record(results[i], counted=False)
-        if not todo:
-            pass  # everything was done already
-        elif dask_address:
-            summary.interrupted = _run_dask(todo, dask_address, jobs, reporter, results)
-        elif jobs == 1 or len(todo) == 1:
-            summary.interrupted = _run_serial(todo, reporter, results)
-        else:
-            summary.interrupted = _run_pool(todo, min(jobs, len(todo)), reporter, results)
+        with stop_on_signals():
+            for i in sorted(results):
+                reporter.record(results[i], counted=False)
+            for i, result in refused:
+                results[i] = result
+                reporter.record(result)
+            if not todo:
+                pass  # everything was done already
+            elif dask_address:
+                _run_dask(todo, dask_address, jobs, reporter, results)
+            elif jobs == 1 or len(todo) == 1:
+                _run_serial(todo, reporter, results)
+            else:
+                _run_pool(todo, min(jobs, len(todo)), reporter, results, estimates, max_memory, page_timeout)
+    except KeyboardInterrupt as exc:
+        summary.interrupted = True
+        summary.signal = getattr(exc, "signum", int(signal.SIGINT))
     finally:
         reporter.close()
 
+    summary.report_error = reporter.error
     summary.results = [results[i] for i in sorted(results)]
     for r in summary.results:
         if r.status == "ok":
             summary.ok += 1
             summary.lines += r.lines
+            summary.warned += bool(r.warnings)
         elif r.status == "skipped":
             summary.skipped += 1
         else:
@@ -449,16 +914,12 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
 
 
 def _run_serial(todo: list[tuple[int, PageTask]], reporter: _Reporter,
-                results: dict[int, PageResult]) -> bool:
+                results: dict[int, PageResult]) -> None:
     # Stage messages only make sense when one page runs at a time and there is one page.
     stage = reporter.stage if len(todo) == 1 else None
-    try:
-        for i, task in todo:
-            results[i] = process_page(task, stage)
-            reporter.record(results[i])
-    except KeyboardInterrupt:
-        return True
-    return False
+    for i, task in todo:
+        results[i] = process_page(task, stage)
+        reporter.record(results[i])
 
 
 class _ThreadEnv:
@@ -477,45 +938,69 @@ class _ThreadEnv:
                 os.environ[k] = v
 
 
-def _make_pool(workers: int) -> ProcessPoolExecutor:
+def _make_pool(workers: int, page_timeout: float | None = None) -> ProcessPoolExecutor:
     import multiprocessing
 
+    hard = None if not page_timeout else page_timeout + HARD_TIMEOUT_GRACE
     # Not fork: the parent may hold threads (a GUI, dask) and forked BLAS pools can hang.
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker)
+                               initializer=_init_worker, initargs=(os.getpid(), hard))
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel pending pages and stop the workers now instead of waiting for their pages:
     outputs are written atomically, so a killed worker leaves no partial page behind."""
-    processes = list(getattr(pool, "_processes", {}).values())  # private, but no public way
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # private, but no public way
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
-        if proc.is_alive():
-            proc.terminate()
+        with contextlib.suppress(Exception):
+            if proc.is_alive():
+                proc.terminate()
     deadline = time.monotonic() + 3.0  # time to delete temporary files, not to finish pages
     for proc in processes:
-        proc.join(timeout=max(0.0, deadline - time.monotonic()))
-        if proc.is_alive():
-            proc.kill()
+        with contextlib.suppress(Exception):
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=1.0)
 
 
 def _run_pool(todo: list[tuple[int, PageTask]], workers: int, reporter: _Reporter,
-              results: dict[int, PageResult]) -> bool:
-    """Run pages in a process pool.  A worker that dies (a crash, the OOM killer) breaks the
-    whole pool; the pages it took down are rerun one at a time in fresh single-worker pools,
-    so only the page that really kills its worker is reported failed."""
+              results: dict[int, PageResult], estimates: dict[int, int] | None = None,
+              max_memory: int | None = None, page_timeout: float | None = None) -> None:
+    """Run pages in a process pool, in order, as many at once as there are workers and as
+    their estimated peaks fit ``max_memory`` together (one page always runs).  A worker that
+    dies (a crash, the OOM killer) breaks the whole pool; the pages it took down are rerun
+    one at a time in fresh single-worker pools, so only the page that really kills its
+    worker is reported failed.  An interruption stops every worker before it propagates."""
+    estimates = estimates or {}
+    budget = max_memory or default_max_memory()
+    queue = deque(todo)
     broken: list[tuple[int, PageTask]] = []
     with _ThreadEnv():
-        pool = _make_pool(workers)
+        pool = _make_pool(workers, page_timeout)
         try:
-            futures: dict[Future, tuple[int, PageTask]] = {pool.submit(_pool_process_page, t): (i, t)
-                                                           for i, t in todo}
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            running: dict[Future, tuple[int, PageTask]] = {}
+            used = 0
+            while queue or running:
+                while queue and len(running) < workers and (
+                        not running or used + estimates.get(queue[0][0], 0) <= budget):
+                    i, task = queue.popleft()
+                    try:
+                        fut = pool.submit(_pool_process_page, task)
+                    except BrokenProcessPool:
+                        queue.appendleft((i, task))
+                        break
+                    running[fut] = (i, task)
+                    used += estimates.get(i, 0)
+                if not running:  # the pool broke: a fresh one for the rest
+                    pool.shutdown(wait=True)
+                    pool = _make_pool(workers, page_timeout)
+                    continue
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    i, task = futures[fut]
+                    i, task = running.pop(fut)
+                    used -= estimates.get(i, 0)
                     try:
                         results[i] = fut.result()
                     except BrokenProcessPool:
@@ -523,41 +1008,78 @@ def _run_pool(todo: list[tuple[int, PageTask]], workers: int, reporter: _Reporte
                         continue
                     except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
                         results[i] = PageResult(task.path, task.stem, "failed",
-                                                describe_error(task.path, exc))
+                                                describe_error(task.path, exc), redone=task.redone)
                     reporter.record(results[i])
-        except KeyboardInterrupt:
+        except BaseException:
             _stop_pool(pool)
-            return True
+            raise
         pool.shutdown(wait=True)
         for i, task in sorted(broken, key=lambda it: it[0]):
-            pool = _make_pool(1)
+            pool = _make_pool(1, page_timeout)
             try:
                 results[i] = pool.submit(_pool_process_page, task).result()
             except BrokenProcessPool:
                 results[i] = PageResult(task.path, task.stem, "failed",
-                                        f"{task.path}: the worker process died (crash or out of memory)")
-            except KeyboardInterrupt:
+                                        f"{task.path}: the worker process died (crash, out of memory, "
+                                        "or stuck past its time limit)", redone=task.redone)
+            except BaseException:
                 _stop_pool(pool)
-                return True
+                raise
             pool.shutdown(wait=True)
             reporter.record(results[i])
-    return False
+
+
+_DASK_SCHEMES = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+_DASK_ADDRESS = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?"
+                           r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::(?P<port>[^/]*))?/?$")
+
+
+def check_dask_address(address: str) -> str:
+    """``local`` or a scheduler address (``HOST:PORT``, ``tcp://HOST:PORT``, ``tls://...``;
+    dask's port 8786 when none is given), else ValueError with a one-line reason."""
+    text = address.strip()
+    if not text:
+        raise ValueError("--dask needs an address: 'local', HOST:PORT or tcp://HOST:PORT")
+    if text == "local":
+        return text
+    m = _DASK_ADDRESS.match(text)
+    if m is None:
+        raise ValueError(f"--dask {address!r} is not a scheduler address: expected 'local', HOST:PORT "
+                         "or tcp://HOST:PORT")
+    scheme, port = m.group("scheme"), m.group("port")
+    if scheme is not None and scheme.lower() not in _DASK_SCHEMES:
+        raise ValueError(f"--dask {address!r}: unknown protocol {scheme!r} (expected one of "
+                         f"{', '.join(_DASK_SCHEMES)})")
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"--dask {address!r}: port {port!r} is not a number from 1 to 65535")
+    return text
+
+
+class SchedulerError(RuntimeError):
+    """The dask scheduler cannot be reached (the message is one line, naming the address)."""
 
 
 def _run_dask(todo: list[tuple[int, PageTask]], address: str, jobs: int, reporter: _Reporter,
-              results: dict[int, PageResult]) -> bool:
+              results: dict[int, PageResult]) -> None:
     """Run pages on a dask.distributed cluster; workers write outputs themselves (a shared
     file system is assumed).  ``address == "local"`` starts a LocalCluster of ``jobs``
     single-threaded processes (dask already gives its workers one BLAS thread)."""
     from dask.distributed import Client, LocalCluster, as_completed
 
+    address = check_dask_address(address)
     cluster = None
-    if address == "local":
-        cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        client = Client(cluster)
-    else:
-        client = Client(address)
+    try:
+        if address == "local":
+            cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(address, timeout=10)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        if cluster is not None:
+            cluster.close()
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise SchedulerError(f"cannot reach the dask scheduler at {address}: {reason}") from None
     futures: dict[Any, tuple[int, PageTask]] = {}
     try:
         for i, task in todo:
@@ -572,13 +1094,13 @@ def _run_dask(todo: list[tuple[int, PageTask]], address: str, jobs: int, reporte
             try:
                 results[i] = fut.result()
             except Exception as exc:  # noqa: BLE001 - a lost worker, a cancelled task
-                results[i] = PageResult(task.path, task.stem, "failed", describe_error(task.path, exc))
+                results[i] = PageResult(task.path, task.stem, "failed", describe_error(task.path, exc),
+                                        redone=task.redone)
             reporter.record(results[i])
-    except KeyboardInterrupt:
+    except BaseException:
         client.cancel(list(futures))
-        return True
+        raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
-    return False

@@ -5,17 +5,20 @@
     tlseg params [--params FILE]                print the full parameter set as JSON
     tlseg learn-moments GT...                   learn the pairwise moments from ground truth
 
-Exit codes: 0 success, 1 some page/file failed, 2 usage or parameter error, 130 interrupted.
+Exit codes: 0 success, 1 some page/file failed, 2 usage or parameter error, 128 + the signal
+when interrupted (130 Ctrl-C/SIGINT, 143 SIGTERM, 129 SIGHUP).
 Expected errors are one line on stderr naming the file, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import importlib.util
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -25,6 +28,8 @@ from typing import Any
 from .params import PAPER, PRESETS, REGRESSION_FORMS, UPDATE_RULES, ParameterError, Parameters
 
 PROG = "tlseg"
+#: Default time limit of one page, seconds (the dev pages take 1-40 s).
+DEFAULT_PAGE_TIMEOUT = 600.0
 
 
 class UsageError(Exception):
@@ -112,6 +117,9 @@ class ProgressPrinter:
         result = event.result
         if result is not None and result.status == "failed":
             _err(result.error)  # errors show even with --quiet
+        if result is not None:
+            for text in result.warnings:
+                _warn(f"{result.file}: {text}")  # as errors: a result to check
         if self.quiet:
             return
         if event.stage is not None:
@@ -132,6 +140,29 @@ class ProgressPrinter:
 # --- subcommands ---------------------------------------------------------------------------
 
 
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str, option: str) -> int:
+    """``2G``, ``1500M``, ``512MiB``, ``4GB`` -> bytes (units of 1024); ValueError otherwise."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if m is None:
+        raise UsageError(f"{option} expects a size such as 2G or 1500M, got {text!r}")
+    size = int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+    if size < 64 * 2**20:
+        raise UsageError(f"{option} {text} is below 64 MB: too little to segment a page (units: K, M, G)")
+    return size
+
+
+def _timeout(args: argparse.Namespace) -> float | None:
+    value = args.page_timeout
+    if value is None:
+        return DEFAULT_PAGE_TIMEOUT
+    if not (value >= 0 and value == value and value != float("inf")):
+        raise UsageError(f"--page-timeout must be a number of seconds >= 0 (0 = no limit), got {value}")
+    return None if value == 0 else float(value)
+
+
 def cmd_segment(args: argparse.Namespace) -> int:
     from . import batch
 
@@ -140,6 +171,19 @@ def cmd_segment(args: argparse.Namespace) -> int:
         raise UsageError(f"-j/--jobs must be at least 1, got {args.jobs}")
     if args.page < 0:
         raise UsageError(f"--page must be 0 or more, got {args.page}")
+    if args.dask is not None:
+        try:
+            args.dask = batch.check_dask_address(args.dask)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    timeout = _timeout(args)
+    max_memory = parse_size(args.max_memory, "--max-memory") if args.max_memory else batch.default_max_memory()
+    page_memory = parse_size(args.page_memory, "--page-memory") if args.page_memory else batch.DEFAULT_PAGE_MEMORY
+    if page_memory > max_memory:
+        if args.page_memory:
+            raise UsageError(f"--page-memory {args.page_memory} is more than --max-memory "
+                             f"({batch.format_bytes(max_memory)})")
+        page_memory = max_memory
     pages, warnings = batch.discover_pages(args.pages, recursive=args.recursive)
     for w in warnings:
         _err(w)
@@ -152,25 +196,41 @@ def cmd_segment(args: argparse.Namespace) -> int:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create output folder {outdir}: {exc.strerror}") from None
-    stems = batch.unique_stems(pages)
-    todo = sum(1 for s in stems if args.overwrite or not batch.outputs_complete(outdir, s))
+    stems = batch.unique_stems(pages, args.page)
+    checks = batch.plan_pages([str(p) for p in pages], stems, outdir, params, args.page, args.overwrite)
+    todo = sum(1 for c in checks if not c.done)
+    causes: dict[str, int] = {}
+    for c in checks:
+        if not c.done and c.cause:
+            causes[c.cause] = causes.get(c.cause, 0) + 1
     printer = ProgressPrinter(args.quiet, pages[0].name if todo == 1 else None)
     if not args.quiet:
         workers = min(args.jobs or os.cpu_count() or 1, max(todo, 1))
         mode = f"dask {args.dask}" if args.dask else f"{workers} worker(s)"
-        print(f"{PROG}: {len(pages)} page(s), {len(pages) - todo} already done, {mode} -> {outdir}",
-              file=sys.stderr, flush=True)
+        redo = f", {batch.format_redone(causes).replace(' redone', ' to redo')}" if causes else ""
+        print(f"{PROG}: {len(pages)} page(s), {len(pages) - todo} already done{redo}, {mode}, "
+              f"memory {batch.format_bytes(max_memory)} -> {outdir}", file=sys.stderr, flush=True)
+        for page, check in zip(pages, checks, strict=True):
+            if not check.done and check.reason:
+                print(f"{PROG}: redo {page.name}: {check.reason}", file=sys.stderr)
     summary = batch.run_batch(pages, outdir, params, jobs=args.jobs, overwrite=args.overwrite,
                               dask_address=args.dask, page_index=args.page, report_path=args.report,
-                              progress=printer, stems=stems)
+                              progress=printer, stems=stems, checks=checks, page_timeout=timeout,
+                              max_memory=max_memory, page_memory=page_memory)
+    if summary.stale_files and not args.quiet:
+        print(f"{PROG}: removed {summary.stale_files} temporary file(s) "
+              f"({batch.format_bytes(summary.stale_bytes)}) left in {outdir} by a killed run",
+              file=sys.stderr)
+    if summary.report_error:
+        _err(summary.report_error)
     if summary.interrupted:
         _err(f"interrupted: {summary.format()}; finished pages are kept, rerun to resume")
-        return 130
+        return summary.exit_code
     if not args.quiet or summary.failed:
         print(f"{PROG}: {summary.format()}", file=sys.stderr)
         if summary.failed:
             print(f"{PROG}: failures are listed in {summary.report_path}", file=sys.stderr)
-    return 1 if summary.failed or warnings else 0
+    return 1 if summary.failed or warnings or summary.report_error else 0
 
 
 def _expand(specs: Sequence[str]) -> list[str]:
@@ -308,7 +368,14 @@ def build_parser() -> argparse.ArgumentParser:
     seg.add_argument("--recursive", action="store_true", help="look for images in subfolders too")
     seg.add_argument("--overwrite", action="store_true", help="redo pages whose outputs exist")
     seg.add_argument("--page", type=int, default=0, metavar="K", help="page K of multi-page files")
-    seg.add_argument("--dask", metavar="ADDRESS", help="dask scheduler address, or 'local'")
+    seg.add_argument("--dask", metavar="ADDRESS", help="dask scheduler address (HOST:PORT, tcp://HOST:PORT), "
+                                                       "or 'local'")
+    seg.add_argument("--page-timeout", type=float, metavar="SECONDS",
+                     help=f"a page running longer fails, saying so (default {DEFAULT_PAGE_TIMEOUT:g}; 0 = none)")
+    seg.add_argument("--max-memory", metavar="SIZE",
+                     help="memory the pages running at once may use together, e.g. 8G (default: half the RAM)")
+    seg.add_argument("--page-memory", metavar="SIZE",
+                     help="refuse, before loading, a page estimated to need more (default 2G)")
     seg.add_argument("--report", metavar="FILE", help="JSON-lines report (default OUTDIR/tlseg-report.jsonl)")
     seg.add_argument("-q", "--quiet", action="store_true", help="print errors only")
     seg.set_defaults(func=cmd_segment)
@@ -350,6 +417,10 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     parser = build_parser()
+    for stream in (sys.stdout, sys.stderr):
+        # File names that are not UTF-8 on disk must print, not raise UnicodeEncodeError.
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")
     try:
         args = parser.parse_args(argv)
         return int(args.func(args))
@@ -359,10 +430,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParameterError as exc:
         _err(f"bad parameter: {exc}")
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         _err("interrupted")
-        return 130
+        return 128 + int(getattr(exc, "signum", 2))
     except Exception as exc:
+        from .batch import SchedulerError
+
+        if isinstance(exc, SchedulerError):
+            _err(str(exc))
+            return 1
         if not isinstance(exc, _expected_errors()):
             raise
         from .batch import describe_error

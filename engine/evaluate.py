@@ -81,9 +81,11 @@ class EvaluationReport:
         return combine_lines(p.line for p in self.pages)
 
     def rows(self) -> list[dict[str, object]]:
-        """One dict per page plus a final ``TOTAL`` row."""
+        """One dict per scored page plus a final ``TOTAL`` row over them (none when no page
+        was scored: a total of nothing is no score)."""
         items = [(p.stem, p.contest, p.line) for p in self.pages]
-        items.append(("TOTAL", self.total_contest, self.total_line))
+        if items:
+            items.append(("TOTAL", self.total_contest, self.total_line))
         return [{"page": stem, "N": c.n, "M": c.m, "o2o": c.o2o, "DR": c.dr, "RA": c.ra, "FM": c.fm,
                  "correct": ln.correct, "missed": ln.missed, "extra": ln.extra,
                  "line_IU": ln.line_iu, "line_F1": ln.line_f1, "pixel_IU": ln.pixel_iu}
@@ -97,7 +99,7 @@ class EvaluationReport:
                "-" * len(head)]
         rows = self.rows()
         for i, r in enumerate(rows):
-            if i == len(rows) - 1:
+            if i == len(rows) - 1 and r["page"] == "TOTAL":
                 out.append("-" * len(head))
             out.append(f"{str(r['page'])[:28]:<28} {r['N']:>5} {r['M']:>5} {r['o2o']:>5} "
                        f"{100 * r['DR']:>6.2f} {100 * r['RA']:>6.2f} {100 * r['FM']:>6.2f}  "
@@ -112,7 +114,9 @@ class EvaluationReport:
         """The rows of :meth:`rows` as CSV (written atomically)."""
         buf = _stdio.StringIO()
         rows = self.rows()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        fields = ["page", "N", "M", "o2o", "DR", "RA", "FM", "correct", "missed", "extra", "line_IU",
+                  "line_F1", "pixel_IU"]
+        writer = csv.DictWriter(buf, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
         atomic_write_bytes(path, buf.getvalue().encode("utf-8"))
@@ -254,23 +258,42 @@ def scored_pixels(gt: np.ndarray, ink: np.ndarray | None, gt_is_polygon: bool) -
     return None if ink is None else ink | (gt > 0)
 
 
+class UnscorableError(ValueError):
+    """A pair that cannot be scored (ground truth without a line on the page); never a 100."""
+
+
+def _check_scorable(gt_path: Path, gt: np.ndarray, score_ink: np.ndarray | None) -> None:
+    """A score needs ground-truth lines on the page, and pixels of theirs to score."""
+    if not np.any(gt > 0):
+        raise UnscorableError(f"ground truth {gt_path} has no line on the page (none, or all outside it"
+                              + (", or over blank paper" if score_ink is not None else "") + "): nothing to score")
+    if score_ink is not None and not np.any(score_ink & (gt > 0)):
+        raise UnscorableError(f"ground truth {gt_path}: its lines hold no ink of the page: nothing to score")
+
+
 def _score_pair(gt_path: Path, pred_path: Path, image: Path | None, t_a: float,
                 line_threshold: float) -> tuple[ContestScore, LineScore]:
     gt_poly = is_polygon_file(gt_path)
     if gt_poly and image is not None:
         gt, ink = polygon_truth_on_ink(gt_path, image)
-        pred = _gt.read_label_map(pred_path, gt.shape, ink if is_polygon_file(pred_path) else None)
-        return _scores(gt, pred, scored_pixels(gt, ink, True), t_a, line_threshold)
+        pred = _gt.read_label_map(pred_path, gt.shape, ink if is_polygon_file(pred_path) else None,
+                                  what="result")
+        score_ink = scored_pixels(gt, ink, True)
+        _check_scorable(gt_path, gt, score_ink)
+        return _scores(gt, pred, score_ink, t_a, line_threshold)
     ink = page_ink(image) if image is not None else None
     shape = None if ink is None else ink.shape
     # Read the files that know their size first, so a .dat partner gets its shape.
     first, second = (pred_path, gt_path) if gt_path.suffix.lower() == ".dat" else (gt_path, pred_path)
     maps = {}
     for p in (first, second):
-        maps[p] = _gt.read_label_map(p, shape, ink if is_polygon_file(p) else None)
+        maps[p] = _gt.read_label_map(p, shape, ink if is_polygon_file(p) else None,
+                                     what="ground truth" if p == gt_path else "result")
         shape = maps[p].shape
     gt, pred = maps[gt_path], maps[pred_path]
-    return _scores(gt, pred, scored_pixels(gt, ink, gt_poly), t_a, line_threshold)
+    score_ink = scored_pixels(gt, ink, gt_poly)
+    _check_scorable(gt_path, gt, score_ink)
+    return _scores(gt, pred, score_ink, t_a, line_threshold)
 
 
 def _scores(gt: np.ndarray, pred: np.ndarray, score_ink: np.ndarray | None, t_a: float,
@@ -295,8 +318,9 @@ def evaluate(gt_paths: Iterable[str | os.PathLike] | str | os.PathLike,
     Returns
     -------
     EvaluationReport
-        Unpaired files are listed (with a warning), pages that fail to read are skipped with
-        the reason; neither stops the evaluation.
+        Unpaired files are listed (with a warning), pages that fail to read or cannot be
+        scored (ground truth with no line on the page) are skipped with the reason; neither
+        stops the evaluation, and the total is over the scored pages only.
     """
     report = EvaluationReport(t_a=t_a, line_threshold=line_threshold)
     gts = _by_stem(_expand(gt_paths), report.unpaired)

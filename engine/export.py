@@ -10,9 +10,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
+import hashlib
+import io as _stdio
 import json
 import os
+import re
 import secrets
+import shutil
+import socket
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,10 +44,76 @@ _XSI = "http://www.w3.org/2001/XMLSchema-instance"
 # ----------------------------------------------------------------------------- atomic writes
 
 
+#: A short tag of this machine in temporary names, so that a later run on the same machine
+#: can tell a dead writer's leftovers (its process is gone) from a live one's.
+_HOST_TAG = hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+#: ``.<name>.<host>-<pid>-<random>.tmp<suffix>``: what :func:`_temp_name` makes.
+_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)-[0-9a-f]{8}\.tmp(?:\.[^.]*)?$")
+#: Temporary names of tlseg before the host and process were in them: ``.<name>.<random>.tmp<suffix>``.
+_OLD_TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{8}\.tmp(?:\.[^.]*)?$")
+#: An old-style temporary file (no writer named) this old is a dead run's (a page's outputs
+#: are renamed within seconds of being written).
+OLD_TEMP_AGE = 3600.0
+
+
 def _temp_name(path: Path) -> Path:
     # Same directory (so os.replace is a rename on one file system), hidden, and keeping the
-    # suffix so that writers choosing the format by extension still work.
-    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp{path.suffix}")
+    # suffix so that writers choosing the format by extension still work.  The machine and
+    # process in the name let the next run into the folder remove a killed run's leftovers
+    # (remove_stale_temp_files) without touching a running writer's.
+    return path.with_name(f".{path.name}.{_HOST_TAG}-{os.getpid()}-{secrets.token_hex(4)}.tmp{path.suffix}")
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (and is not a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
+
+
+def stale_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Temporary files in ``folder`` that no running writer owns: written on this machine by a
+    process that is gone (a run killed by ``kill -9``, a power cut), or in the old naming
+    without a writer and older than :data:`OLD_TEMP_AGE`.  Files of writers on other machines
+    (a shared folder under dask) are never listed."""
+    out: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    now = time.time()
+    for entry in entries:
+        if not entry.name.startswith(".") or ".tmp" not in entry.name:
+            continue
+        m = _TEMP_RE.match(entry.name)
+        if m is not None:
+            if m.group("host") == _HOST_TAG and not _process_alive(int(m.group("pid"))):
+                out.append(Path(entry.path))
+        elif _OLD_TEMP_RE.match(entry.name):
+            with contextlib.suppress(OSError):
+                if now - entry.stat().st_mtime > OLD_TEMP_AGE:
+                    out.append(Path(entry.path))
+    return sorted(out)
+
+
+def remove_stale_temp_files(folder: str | os.PathLike) -> tuple[int, int]:
+    """Delete :func:`stale_temp_files` of ``folder``; returns (files removed, bytes freed)."""
+    n = size = 0
+    for path in stale_temp_files(folder):
+        with contextlib.suppress(OSError):
+            nbytes = path.stat().st_size
+            path.unlink()
+            n += 1
+            size += nbytes
+    return n, size
 
 
 @contextlib.contextmanager
@@ -83,7 +156,8 @@ def write_dat(path: str | os.PathLike, labels: np.ndarray) -> None:
     labels = _check_labels(labels)
     data = np.ascontiguousarray(labels, dtype="<i4")
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        data.tofile(fh)
+        # Not ndarray.tofile: on a full disk it says "N requested and M written", no errno.
+        fh.write(memoryview(data).cast("B"))
 
 
 def read_dat(path: str | os.PathLike, shape: tuple[int, int]) -> np.ndarray:
@@ -200,6 +274,19 @@ def write_png(path: str | os.PathLike, rgb: np.ndarray) -> None:
 
 
 # ----------------------------------------------------------------------------- PAGE XML
+
+
+def xml_text(name: str | os.PathLike) -> str:
+    """A file name as XML text: a name that is not UTF-8 on disk (Python holds its bytes as
+    surrogates, which XML cannot carry) gets U+FFFD for each such byte."""
+    text = os.fspath(name)
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "replace")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(text).decode("utf-8", "replace")
+    return text
 
 
 def _points(xy: np.ndarray) -> str:
@@ -389,7 +476,7 @@ def write_page_xml(path: str | os.PathLike, seg: Segmentation, image_filename: s
     etree.SubElement(meta, f"{{{PAGE_NS}}}LastChange").text = now
     if preset:
         etree.SubElement(meta, f"{{{PAGE_NS}}}Comments").text = f"tlgui parameter preset: {preset}"
-    page = etree.SubElement(root, f"{{{PAGE_NS}}}Page", imageFilename=str(image_filename),
+    page = etree.SubElement(root, f"{{{PAGE_NS}}}Page", imageFilename=xml_text(image_filename),
                             imageWidth=str(w), imageHeight=str(h))
     if regions:
         ro = etree.SubElement(page, f"{{{PAGE_NS}}}ReadingOrder")
@@ -429,8 +516,10 @@ def _schema(xsd: Path) -> etree.XMLSchema:
 def _validate(path: str | os.PathLike, xsd: Path) -> list[str]:
     """Errors of an XML file against ``xsd`` ("line N: message"; empty list when valid)."""
     try:
-        doc = etree.parse(os.fspath(path), etree.XMLParser(resolve_entities=False, no_network=True,
-                                                           huge_tree=True))
+        # From bytes: lxml cannot take a name that is not UTF-8 on disk (not even a file object's).
+        with open(path, "rb") as fh:
+            doc = etree.parse(_stdio.BytesIO(fh.read()), etree.XMLParser(resolve_entities=False, no_network=True,
+                                                  huge_tree=True))
     except (etree.XMLSyntaxError, OSError) as exc:
         return [f"{os.fspath(path)}: not well-formed XML: {exc}"]
     schema = _schema(xsd)
@@ -471,7 +560,7 @@ def write_alto_xml(path: str | os.PathLike, seg: Segmentation, image_filename: s
     desc = etree.SubElement(root, f"{q}Description")
     etree.SubElement(desc, f"{q}MeasurementUnit").text = "pixel"
     source = etree.SubElement(desc, f"{q}sourceImageInformation")
-    etree.SubElement(source, f"{q}fileName").text = str(image_filename)
+    etree.SubElement(source, f"{q}fileName").text = xml_text(image_filename)
     step = etree.SubElement(desc, f"{q}Processing", ID="proc1")
     etree.SubElement(step, f"{q}processingCategory").text = "contentGeneration"
     software = etree.SubElement(step, f"{q}processingSoftware")
@@ -523,12 +612,90 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
+class OutputWriteError(OSError):
+    """An output that could not be written (full disk, no permission...); the message names
+    the output file, not its temporary name, and says that nothing of the page was kept."""
+
+
+def tool_version() -> str:
+    """What wrote the outputs, as recorded with them: ``tlseg <version>``."""
+    from . import __version__
+
+    return f"tlseg {__version__}"
+
+
+def file_sha256(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file's bytes, hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_identity(path: str | os.PathLike) -> dict[str, Any]:
+    """What identifies a page's source file: absolute path, size, modification time (ns) and
+    SHA-256 of its bytes."""
+    st = os.stat(path)
+    return {"path": os.path.abspath(path), "size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
+            "sha256": file_sha256(path)}
+
+
+def parameters_fingerprint(parameters: Mapping[str, Any]) -> str:
+    """SHA-256 (16 hex digits) of a parameter set's canonical JSON (sorted keys)."""
+    text = json.dumps(dict(parameters), sort_keys=True, default=_json_default, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+#: Outputs whose bytes are hashed in the record (small); the others are checked by size and
+#: structure when a run resumes (engine.batch.check_outputs), which costs no full read.
+HASHED_OUTPUTS = ("page", "alto")
+
+
+def _output_entry(kind: str, path: Path) -> dict[str, Any]:
+    entry: dict[str, Any] = {"size": int(path.stat().st_size)}
+    if kind in HASHED_OUTPUTS:
+        entry["sha256"] = file_sha256(path)
+    return entry
+
+
+def output_record(meta: Mapping[str, Any], outputs: Mapping[str, Path]) -> dict[str, Any]:
+    """The record written with a page's outputs (``"record"`` in its JSON): what made them
+    (source file identity, page index, preset, parameter fingerprint, tool) and what they are
+    (size of each, SHA-256 of the XML files), so that a later run can tell whether they are
+    still this page's, made the same way, and whole."""
+    source = meta.get("source")
+    identity = None
+    if source:
+        with contextlib.suppress(OSError):
+            identity = source_identity(source)
+    parameters = meta.get("parameters")
+    return {"tool": tool_version(), "source": identity, "page_index": int(meta.get("page_index") or 0),
+            "preset": meta.get("preset"),
+            "parameters": parameters_fingerprint(parameters) if isinstance(parameters, Mapping) else None,
+            "outputs": {kind: _output_entry(kind, path) for kind, path in outputs.items()}}
+
+
+def _write_error(exc: OSError, target: Path, stem: str) -> OutputWriteError:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    text = f"cannot write {target}: {reason}"
+    if exc.errno == errno.ENOSPC:
+        with contextlib.suppress(OSError):
+            text += f" ({shutil.disk_usage(target.parent).free / 1e6:.1f} MB free)"
+    text += f"; nothing of '{stem}' was kept"
+    err = OutputWriteError(exc.errno or errno.EIO, " ".join(text.split()))
+    err.filename = None
+    return err
+
+
 def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: Segmentation,
                   image_filename: str, extra: Mapping[str, Any] | None = None) -> list[Path]:
     """Write ``<stem>.dat``, ``.labels.png``, ``.overlay.png``, ``.page.xml``, ``.alto.xml`` and
     ``.json`` into ``outdir`` (created if needed), all or nothing: every file is written under a
-    temporary name first and the six are renamed only when all succeeded. Returns the six paths
-    in the order of :data:`OUTPUT_SUFFIXES`."""
+    temporary name first and the six are renamed only when all succeeded, the JSON last. The
+    JSON holds ``extra``, the lines and :func:`output_record`. Returns the six paths in the order
+    of :data:`OUTPUT_SUFFIXES`. A failed write raises :class:`OutputWriteError` naming the
+    output."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     labels = np.asarray(seg.labels)
@@ -539,18 +706,26 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
     targets = {kind: out / f"{stem}{suffix}" for kind, suffix in OUTPUT_SUFFIXES.items()}
     temps = {kind: _temp_name(p) for kind, p in targets.items()}
     done: list[Path] = []
+    current = "dat"
     try:
         write_dat(temps["dat"], labels)
+        current = "labels"
         write_label_png(temps["labels"], labels)
+        current = "overlay"
         write_png(temps["overlay"], render_overlay(gray, labels, seg.lines))
+        current = "page"
         write_page_xml(temps["page"], seg, image_filename, (h, w), meta.get("preset"))
+        current = "alto"
         write_alto_xml(temps["alto"], seg, image_filename, (h, w))
+        current = "json"
+        meta["record"] = output_record(meta, {k: temps[k] for k in targets if k != "json"})
         text = json.dumps(meta, indent=2, default=_json_default, allow_nan=True)
         atomic_write_bytes(temps["json"], text.encode("utf-8"))
         for kind, target in targets.items():
+            current = kind
             os.replace(temps[kind], target)
             done.append(target)
-    except BaseException:
+    except BaseException as exc:
         for tmp in temps.values():
             with contextlib.suppress(OSError):
                 tmp.unlink()
@@ -559,6 +734,8 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
         for target in done:
             with contextlib.suppress(OSError):
                 target.unlink()
+        if isinstance(exc, OSError) and not isinstance(exc, OutputWriteError):
+            raise _write_error(exc, targets[current], stem) from None
         raise
     return list(targets.values())
 

@@ -16,6 +16,7 @@ order.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import warnings
@@ -32,6 +33,10 @@ _PAGE_NS = re.compile(r"^http://schema\.primaresearch\.org/PAGE/gts/pagecontent/
 _ALTO_NS = re.compile(r"^http://(www\.)?loc\.gov/standards/alto(/ns-v\d+#|/v\d+/?|/?)$")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 XML_SUFFIXES = (".xml", ".page", ".alto")
+#: A polygon point this many page sizes (widths, heights) off the page is a wrong coordinate
+#: (1e10, a unit mix-up), dropped from its line; nearer points are real lines reaching over
+#: the page's edge, cut there.
+FAR_OFF = 10
 
 
 class GroundTruthError(ValueError):
@@ -43,7 +48,7 @@ def _fail(path: str | os.PathLike, reason: str) -> GroundTruthError:
 
 
 def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None,
-                   ink: np.ndarray | None = None) -> np.ndarray:
+                   ink: np.ndarray | None = None, what: str = "ground truth") -> np.ndarray:
     """Read a file of lines as a label map.
 
     Parameters
@@ -55,6 +60,8 @@ def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None
         the file's own size when both are known.
     ink : bool ndarray (H, W), optional
         When given, only ink pixels keep a label (the others become 0).
+    what : str
+        What the file is, for messages ("ground truth", "result").
 
     Returns
     -------
@@ -66,6 +73,16 @@ def read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None = None
     GroundTruthError
         Unreadable file, unknown format, or a size that contradicts ``shape``/``ink``.
     """
+    try:
+        return _read_label_map(path, shape, ink)
+    except GroundTruthError as exc:
+        if what == "ground truth":
+            raise
+        raise GroundTruthError(str(exc).replace("cannot read ground truth", f"cannot read {what}", 1)) from None
+
+
+def _read_label_map(path: str | os.PathLike, shape: tuple[int, int] | None,
+                    ink: np.ndarray | None) -> np.ndarray:
     p = Path(path)
     if not p.is_file():
         raise _fail(path, "no such file" if not p.exists() else "not a regular file")
@@ -153,7 +170,8 @@ def _read_label_image(path: Path, shape: tuple[int, int] | None) -> np.ndarray:
 def _read_xml(path: Path, shape: tuple[int, int] | None) -> np.ndarray:
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
     try:
-        root = etree.parse(str(path), parser).getroot()
+        with open(path, "rb") as fh:  # bytes: lxml cannot take a name that is not UTF-8 on disk
+            root = etree.parse(io.BytesIO(fh.read()), parser).getroot()
     except etree.XMLSyntaxError as exc:
         raise _fail(path, f"malformed XML ({exc})") from None
     except OSError as exc:
@@ -175,12 +193,49 @@ def _read_xml(path: Path, shape: tuple[int, int] | None) -> np.ndarray:
     shape = shape or size
     if shape is None:
         raise _fail(path, "the XML gives no page size: pass the page shape (H, W)")
-    outside = [line_id for line_id, pts in zip(ids, polygons, strict=True) if not _meets_page(pts, shape)]
-    if outside:
-        shown = ", ".join(repr(i) for i in outside[:5]) + (" ..." if len(outside) > 5 else "")
-        warnings.warn(f"{path}: {len(outside)} line(s) lie wholly outside the {shape[1]} x {shape[0]} "
-                      f"page and are ignored: {shown}", stacklevel=3)
+    polygons = _clip_to_page(path, polygons, ids, shape)
     return rasterise(polygons, shape)
+
+
+def _clip_to_page(path: Path, polygons: list[np.ndarray], ids: list[str],
+                  shape: tuple[int, int]) -> list[np.ndarray]:
+    """Lines as far as they lie on the page, each change said in one warning naming the
+    file: a line wholly outside is dropped; a point more than a page's size off the page
+    (:data:`FAR_OFF` page sizes: a coordinate typed wrong, 1e10) is dropped from its line, whose
+    other points keep their shape; a line reaching over the edge is cut there (rasterise)."""
+    h, w = shape
+    outside, far_lines, far_points, over = [], [], 0, []
+    kept: list[np.ndarray] = []
+    for line_id, pts in zip(ids, polygons, strict=True):
+        xy = np.asarray(pts, dtype=np.float64)
+        far = ((xy[:, 0] < -FAR_OFF * w) | (xy[:, 0] > (FAR_OFF + 1) * w) | (xy[:, 1] < -FAR_OFF * h)
+               | (xy[:, 1] > (FAR_OFF + 1) * h) | ~np.isfinite(xy).all(axis=1))
+        if far.any():
+            far_lines.append(line_id)
+            far_points += int(far.sum())
+            xy = xy[~far]
+        if len(xy) == 0 or not _meets_page(xy, shape):
+            outside.append(line_id)
+            kept.append(np.zeros((0, 2)))
+            continue
+        r = np.rint(xy)
+        if r[:, 0].min() < 0 or r[:, 1].min() < 0 or r[:, 0].max() > w - 1 or r[:, 1].max() > h - 1:
+            over.append(line_id)
+        kept.append(xy)
+
+    def shown(items: list[str]) -> str:
+        return ", ".join(repr(i) for i in items[:5]) + (" ..." if len(items) > 5 else "")
+
+    if far_lines:
+        warnings.warn(f"{path}: {far_points} point(s) of {len(far_lines)} line(s) lie more than {FAR_OFF} "
+                      f"page sizes off the {w} x {h} page and are dropped: {shown(far_lines)}", stacklevel=4)
+    if outside:
+        warnings.warn(f"{path}: {len(outside)} line(s) lie wholly outside the {w} x {h} "
+                      f"page and are ignored: {shown(outside)}", stacklevel=4)
+    if over:
+        warnings.warn(f"{path}: {len(over)} line(s) reach over the edge of the {w} x {h} page and are "
+                      f"clipped to it: {shown(over)}", stacklevel=4)
+    return kept
 
 
 def _meets_page(pts: np.ndarray, shape: tuple[int, int]) -> bool:
@@ -283,6 +338,8 @@ def rasterise(polygons: list[np.ndarray], shape: tuple[int, int]) -> np.ndarray:
     # coordinates millions of pixels off the page can change what falls inside.
     far = float(1 << 22)
     for i, pts in enumerate(polygons):
+        if len(pts) == 0:
+            continue
         xy = np.rint(np.asarray(pts, dtype=np.float64))
         xy = np.clip(xy, -far, far).astype(np.int64)
         x0, y0 = np.maximum(xy.min(axis=0), 0)

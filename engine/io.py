@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -22,13 +23,27 @@ from .model import Page
 #: ``Image.MAX_IMAGE_PIXELS`` (~179 megapixels by default) as decompression bombs, also from
 #: the header; both refusals say how large the image is.
 MAX_PIXELS = 200_000_000
-#: File suffixes of the page formats load_page reads (lower case).
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
+#: File suffixes a page image may be named with (lower case): the raster formats a scan or a
+#: photograph comes in, as far as this Pillow opens them (not icons, vector or container
+#: formats, nor EPS, which needs Ghostscript).  Folders and glob patterns take these.
+PAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".jpe", ".jfif", ".dib", ".gif",
+                 ".webp", ".jp2", ".j2k", ".j2c", ".jpc", ".jpf", ".jpx", ".pbm", ".pgm", ".ppm",
+                 ".pnm", ".pcx", ".tga", ".qoi", ".avif", ".apng")
 
 # Pillow imports its format plugins on the first open (about 0.1 s); importing them with this
 # module makes that a start-up cost, paid once with the other imports, not part of a page's
 # time (the benchmark times pages from load to labels written, after the imports).
 Image.init()
+_OPENS = {ext for ext, fmt in Image.registered_extensions().items() if fmt in Image.OPEN}
+#: File suffixes of the page formats load_page reads (lower case), in PAGE_SUFFIXES' order.
+IMAGE_SUFFIXES: tuple[str, ...] = tuple(s for s in PAGE_SUFFIXES if s in _OPENS)
+#: Formats that may hold several pages (frames): their outputs are named with the page index.
+MULTI_PAGE_SUFFIXES = (".tif", ".tiff", ".gif", ".webp", ".apng")
+
+# Pillow refuses images over twice MAX_IMAGE_PIXELS (179 megapixels by default) before
+# MAX_PIXELS is reached; our own limit, checked from the header, is the one that applies.
+if Image.MAX_IMAGE_PIXELS is not None and Image.MAX_IMAGE_PIXELS < MAX_PIXELS:
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
 
 _COLOUR_MODES = ("RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "P", "PA", "LA", "La")
 
@@ -127,6 +142,44 @@ def load_page(path: str | os.PathLike, page_index: int = 0) -> Page:
     return Page(gray=gray, bilevel=bilevel, path=os.fspath(path), colour=colour)
 
 
+@dataclass(frozen=True)
+class PageHeader:
+    """What a page image's header says, read without decoding its pixels."""
+
+    width: int
+    height: int
+    mode: str
+    frames: int
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+    @property
+    def colour(self) -> bool:
+        """Whether the decoded page keeps a colour copy (see :func:`load_page`)."""
+        return self.mode in _COLOUR_MODES and self.mode not in ("LA", "La")
+
+
+def read_header(path: str | os.PathLike, page_index: int = 0) -> PageHeader:
+    """Size, mode and number of pages of an image file, from its header (nothing decoded);
+    :class:`PageLoadError` when the file cannot be opened as an image."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path) as im:
+                frames = int(getattr(im, "n_frames", 1)) if Path(path).suffix.lower() in MULTI_PAGE_SUFFIXES else 1
+                if page_index and 0 < page_index < frames:
+                    im.seek(page_index)
+                w, h = im.size
+                mode = im.mode
+    except Image.DecompressionBombError as exc:
+        raise _fail(path, _bomb_reason(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - any failure to read a header
+        raise _fail(path, f"cannot read its header ({exc})") from None
+    return PageHeader(int(w), int(h), str(mode), frames)
+
+
 def _colour(im: Image.Image) -> np.ndarray | None:
     """RGB uint8 ``(H, W, 3)`` of a colour image (stamps and rules are told by their colour);
     None for grey and bilevel images."""
@@ -165,8 +218,8 @@ def _bomb_reason(exc: Exception) -> str:
     sizes = re.findall(r"\((\d+) pixels\)|(\d+) pixels", str(exc))
     numbers = [int(a or b) for a, b in sizes]
     if len(numbers) >= 2:
-        return (f"image is too large ({numbers[0] / 1e6:.0f} megapixels; Pillow's limit is "
-                f"{numbers[1] / 1e6:.0f})")
+        return (f"image is too large ({numbers[0] / 1e6:.0f} megapixels; the limit is "
+                f"{min(numbers[1], MAX_PIXELS) // 1_000_000})")
     return f"image is too large (Pillow refuses it as a decompression bomb: {exc})"
 
 

@@ -150,7 +150,7 @@ def test_serial_run_writes_outputs_report_and_json(tmp_path: Path) -> None:
     assert {"load", "ink", "em", "finish", "total"} <= set(meta["timings"])
     report = read_report(tmp_path / "out" / "tlseg-report.jsonl")
     assert [r["status"] for r in report] == ["ok", "ok"]
-    assert set(report[0]) == {"file", "stem", "status", "error", "lines", "seconds"}
+    assert set(report[0]) == {"file", "stem", "status", "error", "lines", "seconds", "redone", "warnings"}
     done = [e for e in events if e.result is not None]
     assert [e.done for e in done] == [1, 2] and done[-1].total == 2
 

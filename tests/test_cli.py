@@ -178,9 +178,15 @@ def test_page_option_picks_a_frame_of_a_multipage_tiff(capsys, tmp_path, fake_en
         write_page(tmp_path / f"f{n}.png", n_lines=n)
         frames.append(Image.open(tmp_path / f"f{n}.png"))
     frames[0].save(tmp_path / "multi.tif", save_all=True, append_images=frames[1:])
-    code, _, err = run(capsys, "segment", tmp_path / "multi.tif", "-o", tmp_path / "out", "--page", "1")
+    # Page 0 first, then page 1 into the same folder: page 1 is segmented (issue 25: it was
+    # "1 already done"), each page's outputs named with its index.
+    code, _, err = run(capsys, "segment", tmp_path / "multi.tif", "-o", tmp_path / "out")
     assert code == 0, err
-    assert json.loads((tmp_path / "out" / "multi.json").read_text())["n_lines"] == 4
+    code, _, err = run(capsys, "segment", tmp_path / "multi.tif", "-o", tmp_path / "out", "--page", "1")
+    assert code == 0 and "1 ok, 0 skipped" in err, err
+    assert json.loads((tmp_path / "out" / "multi_p0.json").read_text())["n_lines"] == 2
+    assert json.loads((tmp_path / "out" / "multi_p1.json").read_text())["n_lines"] == 4
+    assert not (tmp_path / "out" / "multi.json").exists()
     code, _, err = run(capsys, "segment", tmp_path / "multi.tif", "-o", tmp_path / "out2", "--page", "5")
     assert code == 1 and "multi.tif" in one_error_line(err)
     assert run(capsys, "segment", tmp_path / "multi.tif", "-o", tmp_path / "o3", "--page", "-1")[0] == 2

@@ -201,10 +201,10 @@ def test_multipage_tiff_first_page_by_default_and_page_option(capsys, tmp_path) 
     Image.fromarray(blank).save(tmp_path / "book.tif", save_all=True, append_images=[Image.fromarray(text)])
     code, err = segment(capsys, tmp_path / "book.tif", "-o", tmp_path / "p0")
     assert code == 0, err
-    assert check_outputs(tmp_path / "p0", "book", blank.shape)["n_lines"] == 0
+    assert check_outputs(tmp_path / "p0", "book_p0", blank.shape)["n_lines"] == 0
     code, err = segment(capsys, tmp_path / "book.tif", "-o", tmp_path / "p1", "--page", "1")
     assert code == 0, err
-    meta = check_outputs(tmp_path / "p1", "book", text.shape)
+    meta = check_outputs(tmp_path / "p1", "book_p1", text.shape)
     assert meta["n_lines"] > 0 and meta["page_index"] == 1
     code, err = segment(capsys, tmp_path / "book.tif", "-o", tmp_path / "p2", "--page", "2")
     assert code == 1
