@@ -57,6 +57,32 @@ def sauvola_threshold(gray: np.ndarray, window: int, k: float = 0.2) -> np.ndarr
     return cv2.multiply(mean, cv2.addWeighted(std, k / _SAUVOLA_R, std, 0.0, 1.0 - k))
 
 
+#: Sauvola runs on bands of rows of about this many pixels: its float32 images (the page,
+#: the means, the squares, the threshold) cost 4 bytes a pixel each, 2.7 GB together at 169
+#: megapixels if made for the whole page at once.
+SAUVOLA_BAND_PIXELS = 4_000_000
+
+
+def sauvola_ink(gray: np.ndarray, window: int, k: float = 0.2,
+                band_pixels: int = SAUVOLA_BAND_PIXELS) -> np.ndarray:
+    """Pixels darker than their Sauvola threshold, bool ``(H, W)``: the same as on the whole
+    page at once, computed a band of rows at a time.  Each band is read with ``window // 2 + 1``
+    rows more on either side, so that every window lies within it (or meets the page's own
+    edge, where the reflection is the same), and the box sums are of whole grey levels, exact
+    in float32 (tests/test_trust.py checks the equality)."""
+    h, w = gray.shape
+    rows = max(window, band_pixels // max(w, 1))
+    margin = window // 2 + 1
+    out = np.empty((h, w), bool)
+    for r0 in range(0, h, rows):
+        r1 = min(h, r0 + rows)
+        a, b = max(0, r0 - margin), min(h, r1 + margin)
+        levels = gray[a:b].astype(np.float32)
+        threshold = sauvola_threshold(levels, window, k)
+        out[r0:r1] = cv2.compare(levels[r0 - a:r1 - a], threshold[r0 - a:r1 - a], cv2.CMP_LT) > 0
+    return out
+
+
 def stretch_contrast(gray: np.ndarray, area: np.ndarray | None = None) -> np.ndarray:
     """Raise a faint page's contrast to Sauvola's dynamic range: where the darkest 0.5 % of
     the page lie less than R = 128 grey levels below the paper (the median), the grey levels
@@ -205,8 +231,7 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
         h_text = text_height(stats, gray.shape)
         window = int(round(params.sauvola_window * max(h_text, 8.0))) | 1
         window = max(15, min(window, (min(gray.shape) // 2) * 2 - 1 if min(gray.shape) > 16 else 15))
-        levels = gray.astype(np.float32)
-        ink = cv2.compare(levels, sauvola_threshold(levels, window, params.sauvola_k), cv2.CMP_LT) > 0
+        ink = sauvola_ink(gray, window, params.sauvola_k)
         # Flat bright paper has std ~ 0, where Sauvola keeps pixels 20 % darker than the local
         # mean; also require them darker than Otsu's global paper level to avoid paper texture.
         if rough.any():
@@ -319,12 +344,29 @@ def stroke_rims(gray: np.ndarray, ink: np.ndarray, paper: np.ndarray, reach: int
     pixel darker than a split taken inside the line's outline) also holds the rim (poilus
     AD78_0018-0: 5 % of the writing, grey 169-174 on paper at 213, where the page's split
     lay at 168)."""
-    at = nonzero_index(paper)
-    values = gray.ravel()[at[::7]] if len(at) else gray.ravel()[::7]
+    values = _every_seventh(gray, paper)
     level, spread = _median_and_deviation(values)
     spread *= 1.4826
     near = cv2.dilate(ink.view(np.uint8), cv2.getStructuringElement(cv2.MORPH_RECT, (2 * reach + 1,) * 2))
     return (near > 0) & (gray < level - max(3.0 * spread, 2.0))
+
+
+def _every_seventh(gray: np.ndarray, mask: np.ndarray, band_pixels: int = 4_000_000) -> np.ndarray:
+    """``gray.ravel()[nonzero_index(mask)[::7]]`` (or every 7th pixel when ``mask`` is empty),
+    a band of rows at a time: the index of the paper's pixels would cost 8 bytes a pixel of
+    paper (1.2 GB at 169 megapixels)."""
+    h, w = gray.shape
+    rows = max(1, band_pixels // max(w, 1))
+    parts = []
+    seen = 0  # mask pixels before the band
+    for r0 in range(0, h, rows):
+        at = nonzero_index(mask[r0:r0 + rows])
+        first = (-seen) % 7  # the band's first pixel of a position divisible by 7
+        parts.append(gray[r0:r0 + rows].ravel()[at[first::7]])
+        seen += len(at)
+    if not seen:
+        return gray.ravel()[::7]
+    return np.concatenate(parts)
 
 
 def _median_and_deviation(values: np.ndarray) -> tuple[float, float]:

@@ -23,8 +23,9 @@ from scipy.ndimage import gaussian_filter1d
 #: Text directions tried, degrees: coarse, then COARSE_STEP around the best every FINE_STEP.
 COARSE_STEP = 9.0
 FINE_STEP = 3.0
-#: Strips along the text, in text heights (long enough to hold a word or two).
-STRIP = 6.0
+#: Strips along the text, in text heights (a word or two; longer strips lose rows that
+#: wander: 6 text heights gave cremma20 12_dbc9b 0.22).
+STRIP = 4.0
 #: Bins of the profiles across the text, in text heights.
 BIN = 0.5
 #: The profiles' slow trend (page edges, blank margins) is taken off first: a Gaussian of
@@ -32,9 +33,12 @@ BIN = 0.5
 TREND = 4.0
 #: The ends of the ink's extent across the text left out of the profiles (fraction at each end).
 TRIM = 0.05
-#: Below this correlation the ink has no rows. On the 79 dev pages the lowest is 0.318
-#: (moc-train moc_train_9); grey and binary noise pages give 0.06-0.19 (docs/robustness.md).
-NOISE_ROW_CONTINUITY = 0.25
+#: Below this correlation the ink has no rows. The 79 dev pages lie at 0.34 and above, grey
+#: and binary noise pages at 0.09-0.21 (docs/robustness.md gives the figures).
+NOISE_ROW_CONTINUITY = 0.27
+#: Rows are judged on results of this many lines or more (one or two lines have no rows to
+#: continue; noise gets dozens).
+MIN_ROWS = 3
 #: Fewer grid cells with ink than this say nothing about rows either way.
 MIN_POINTS = 200
 #: Below this share of the image, the text found is "tiny against the page": the dev pages'
@@ -59,14 +63,10 @@ def ink_density(ink: np.ndarray, max_pixels: int = 1_000_000) -> tuple[np.ndarra
             count += ink[i:gh * step:step, j:gw * step:step]
     ys, xs = np.nonzero(count)
     centres = (np.stack([xs, ys], axis=1).astype(np.float64) + 0.5) * step - 0.5
+    # Each cell's point anywhere in the cell (a fixed random draw): on the regular grid, the
+    # bins of a turned profile would alias with the rows of cells and give any ink "rows".
+    centres += np.random.default_rng(0).uniform(-0.5, 0.5, centres.shape) * step
     return centres, count[ys, xs].astype(np.float64)
-
-
-def _weighted_quantiles(x: np.ndarray, weight: np.ndarray, q: tuple[float, float]) -> np.ndarray:
-    order = np.argsort(x, kind="stable")
-    cum = np.cumsum(weight[order])
-    at = np.searchsorted(cum, np.asarray(q) * cum[-1])
-    return x[order][np.minimum(at, len(x) - 1)]
 
 
 def _continuity_at(points: np.ndarray, weight: np.ndarray, h_cc: float, angle: float) -> float:
@@ -74,7 +74,7 @@ def _continuity_at(points: np.ndarray, weight: np.ndarray, h_cc: float, angle: f
     a = math.radians(angle)
     u = points[:, 0] * math.cos(a) + points[:, 1] * math.sin(a)
     v = -points[:, 0] * math.sin(a) + points[:, 1] * math.cos(a)
-    lo, hi = _weighted_quantiles(v, weight, (TRIM, 1.0 - TRIM))
+    lo, hi = np.quantile(v, (TRIM, 1.0 - TRIM))  # of the cells with ink
     width = BIN * h_cc
     n_bins = int((hi - lo) / width) + 1
     keep = (v >= lo) & (v < lo + n_bins * width)
@@ -83,7 +83,7 @@ def _continuity_at(points: np.ndarray, weight: np.ndarray, h_cc: float, angle: f
         return float("nan")
     strip = np.floor((u - u.min()) / (STRIP * h_cc)).astype(np.int64)
     n_strips = int(strip.max()) + 1
-    if n_strips < 2:
+    if n_strips < 3:
         return float("nan")
     cell = strip * n_bins + ((v - lo) / width).astype(np.int64)
     m = np.bincount(cell, weights=weight, minlength=n_strips * n_bins).reshape(n_strips, n_bins)
@@ -96,10 +96,9 @@ def _continuity_at(points: np.ndarray, weight: np.ndarray, h_cc: float, angle: f
 def row_continuity(points: np.ndarray, weight: np.ndarray, h_cc: float) -> tuple[float, float]:
     """(correlation, text direction in degrees) of the ink's rows: ink points ``(n, 2)``
     [x, y] of ``weight`` ``(n,)`` (:func:`ink_density`) cut into strips STRIP text heights
-    long along the text, each strip's profile across
-    it in bins of BIN text heights (its ends TRIM and its TREND taken off), and the
-    correlation of neighbouring strips' profiles (pooled), at the direction where it is
-    highest.  About 0 for ink with no rows; NaN with too few points or a page too small."""
+    long along the text, each strip's profile across it in bins of BIN text heights (its
+    ends TRIM and its TREND taken off), and the correlation of neighbouring strips' profiles
+    (pooled), at the direction where it is highest.  About 0 for ink with no rows; NaN with too few points or a page too small."""
     p = np.asarray(points, dtype=np.float64)
     wt = np.asarray(weight, dtype=np.float64)
     h_cc = max(float(h_cc), 2.0) if np.isfinite(h_cc) else 2.0
@@ -139,7 +138,7 @@ def page_warnings(ink: np.ndarray, h_cc: float, labels: np.ndarray, n_lines: int
     out: list[str] = []
     if n_lines == 0:
         return out
-    score, _angle = row_continuity(*ink_density(ink), h_cc)
+    score = row_continuity(*ink_density(ink), h_cc)[0] if n_lines >= MIN_ROWS else float("nan")
     if np.isfinite(score) and score < NOISE_ROW_CONTINUITY:
         out.append(f"the ink looks like noise, not rows of text (row continuity {score:.2f}; text pages "
                    f"have {NOISE_ROW_CONTINUITY:g} and more): its {n_lines} line(s) may mean nothing")

@@ -651,3 +651,66 @@ def test_output_names_never_collide_and_are_documented(capsys, tmp_path, fake_en
     assert unique_stems(other) == ["x_a_p", "y_a_p", "b_p_jpg", "b_p"]
     docs = (ROOT / "docs" / "usage.md").read_text()
     assert "one_jpg" in docs and "ONE_PNG" in docs
+
+
+# --- 8. non-pages ----------------------------------------------------------------------------------------
+
+
+def _half_painted_page() -> np.ndarray:
+    """A page of seven lines on grey paper whose left half is painted white, holding a few
+    words: the page area is found on the white half, and its one line is all that is found."""
+    from synthetic import make_page
+
+    page = make_page("straight", seed=3, scale=1.0).image
+    img = np.clip(page.astype(np.int16) - 60, 0, 255).astype(np.uint8)
+    h, w = img.shape
+    img[:, : w // 2] = 255
+    y0 = int(np.nonzero(page[:, w // 2:] < 128)[0].min())
+    img[y0 + 200:y0 + 240, 60:200] = page[y0:y0 + 40, w // 2:w // 2 + 140]
+    return img
+
+
+def test_noise_and_a_cut_away_page_are_flagged_and_text_pages_are_not(capsys, tmp_path) -> None:
+    """The real engine: pure noise (given lines) and a page whose text was cut away by a page
+    area found on a white-painted half (one line where the text has seven) are written with
+    warnings in the report, the JSON and on stderr; synthetic pages of text have none."""
+    from synthetic import make_page
+
+    folder = _mkdir(tmp_path / "in")
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (600, 800), dtype=np.uint8)).save(folder / "noise.png")
+    Image.fromarray(_half_painted_page()).save(folder / "half.png")
+    for kind in ("straight", "curved", "two_columns"):
+        Image.fromarray(make_page(kind, seed=1, scale=0.6).image).save(folder / f"{kind}.png")
+    out = tmp_path / "out"
+    code, _, err = tlseg(capsys, "segment", folder, "-o", out, "-j", "1")
+    assert code == 0, err
+    report = {r["stem"]: r for r in read_report(out / "tlseg-report.jsonl")}
+    meta = {stem: json.loads((out / f"{stem}.json").read_text()) for stem in report}
+    assert meta["noise"]["n_lines"] >= 3
+    assert any("noise" in w for w in meta["noise"]["warnings"])
+    assert report["noise"]["warnings"] == meta["noise"]["warnings"]
+    assert meta["half"]["n_lines"] <= 2 and any("covers" in w for w in meta["half"]["warnings"])
+    for stem in ("straight", "curved", "two_columns"):
+        assert meta[stem]["warnings"] == [] and report[stem]["warnings"] == [], (stem, meta[stem]["warnings"])
+    assert sum("tlseg: warning:" in ln and "noise.png" in ln for ln in err.splitlines()) == 1
+    assert "2 with warnings" in err
+
+
+def test_row_continuity_tells_rows_from_noise() -> None:
+    """The measure itself, on ink masks: every synthetic kind of page above the threshold,
+    uniform and clumped noise below it (near 0: profiles of neighbouring strips unrelated)."""
+    from synthetic import KINDS, make_page
+
+    from engine import pagecheck
+
+    for kind in KINDS:
+        ink = make_page(kind, seed=2, scale=0.8).image < 128
+        score, _ = pagecheck.row_continuity(*pagecheck.ink_density(ink), 12.0)
+        assert score > pagecheck.NOISE_ROW_CONTINUITY, (kind, score)
+    rng = np.random.default_rng(5)
+    import cv2
+
+    for ink in (rng.random((700, 900)) < 0.3,
+                cv2.dilate((rng.random((700, 900)) < 0.01).view(np.uint8), np.ones((5, 5), np.uint8)) > 0):
+        score, _ = pagecheck.row_continuity(*pagecheck.ink_density(ink), 5.0)
+        assert abs(score) < pagecheck.NOISE_ROW_CONTINUITY / 2, score
