@@ -98,7 +98,8 @@ def row_continuity(points: np.ndarray, weight: np.ndarray, h_cc: float) -> tuple
     [x, y] of ``weight`` ``(n,)`` (:func:`ink_density`) cut into strips STRIP text heights
     long along the text, each strip's profile across it in bins of BIN text heights (its
     ends TRIM and its TREND taken off), and the correlation of neighbouring strips' profiles
-    (pooled), at the direction where it is highest.  About 0 for ink with no rows; NaN with too few points or a page too small."""
+    (pooled), at the direction where it is highest.  About 0 for ink with no rows; NaN with
+    too few points or a page too small."""
     p = np.asarray(points, dtype=np.float64)
     wt = np.asarray(weight, dtype=np.float64)
     h_cc = max(float(h_cc), 2.0) if np.isfinite(h_cc) else 2.0
