@@ -58,6 +58,7 @@ def measure(page: Path, outdir: Path, extra: list[str]) -> dict[str, object]:
     peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", err).group(1))
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", err).group(1)
     seconds = sum(float(p) * 60 ** i for i, p in enumerate(reversed(wall.split(":"))))
+    Image.MAX_IMAGE_PIXELS = None  # our own page: its header only
     with Image.open(page) as im:
         mpx = im.size[0] * im.size[1] / 1e6
     tl_lines = [ln for ln in err.splitlines() if ln.startswith("tlseg")]

@@ -455,11 +455,13 @@ def _source_changed(recorded: Any, source: str | Path) -> str | None:
 
 
 #: Peak resident memory of one page, in bytes: PEAK_BASE + PEAK_PER_PIXEL per pixel, plus
-#: PEAK_PER_COLOUR_PIXEL per pixel on colour pages.  Measured with /usr/bin/time -v on
-#: generated pages of 42, 98 and 169 megapixels and every dev page (docs/robustness.md).
+#: PEAK_PER_COLOUR_PIXEL per pixel on colour pages (their RGB copy, and its decoding).
+#: Measured with /usr/bin/time -v on generated grey pages of 98 and 169 megapixels (22.6
+#: bytes a pixel with the interpreter) and as ru_maxrss on the 79 dev pages, each under its
+#: estimate (docs/robustness.md).
 PEAK_BASE = 250 * 2**20
-PEAK_PER_PIXEL = 31.0
-PEAK_PER_COLOUR_PIXEL = 8.0
+PEAK_PER_PIXEL = 22.0
+PEAK_PER_COLOUR_PIXEL = 6.0
 #: Default largest peak of one page: pages estimated above it are refused before loading.
 DEFAULT_PAGE_MEMORY = 2 * 2**30
 
@@ -1035,8 +1037,8 @@ _DASK_ADDRESS = re.compile(r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?"
 
 
 def check_dask_address(address: str) -> str:
-    """``local`` or a scheduler address (``HOST:PORT``, ``tcp://HOST:PORT``, ``tls://...``;
-    dask's port 8786 when none is given), else ValueError with a one-line reason."""
+    """``local`` or a scheduler address (``HOST:PORT``, ``tcp://HOST:PORT``, ``tls://...``),
+    else ValueError with a one-line reason."""
     text = address.strip()
     if not text:
         raise ValueError("--dask needs an address: 'local', HOST:PORT or tcp://HOST:PORT")
@@ -1050,6 +1052,9 @@ def check_dask_address(address: str) -> str:
     if scheme is not None and scheme.lower() not in _DASK_SCHEMES:
         raise ValueError(f"--dask {address!r}: unknown protocol {scheme!r} (expected one of "
                          f"{', '.join(_DASK_SCHEMES)})")
+    if port is None and (scheme or "tcp").lower() != "inproc":
+        raise ValueError(f"--dask {address!r}: no port (a scheduler listens on one, by default 8786: "
+                         f"{text.rstrip('/')}:8786)")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         raise ValueError(f"--dask {address!r}: port {port!r} is not a number from 1 to 65535")
     return text

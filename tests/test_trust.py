@@ -541,7 +541,8 @@ def test_parameter_combinations_that_cannot_finish_are_refused(capsys, tmp_path)
 # --- 6. one-line errors ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("address", ["not a url!!", "localhost:abc", "", "http://host:8786", "tcp://h:99999"])
+@pytest.mark.parametrize("address", ["not a url!!", "localhost:abc", "", "http://host:8786", "tcp://h:99999",
+                                     "tcp://127.0.0.1"])
 def test_a_malformed_dask_address_is_one_line(capsys, tmp_path, address, fake_engine) -> None:
     page = write_page(tmp_path / "p.png")
     code, _, err = tlseg(capsys, "segment", page, "-o", tmp_path / "out", "--dask", address)
