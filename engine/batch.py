@@ -6,8 +6,12 @@ back a small :class:`PageResult`.  The parent only collects results, reports pro
 appends one JSON line per page to the report, so a failing or interrupted page never costs
 more than itself and a rerun resumes where the last one stopped.
 
-Worker processes are spawned (not forked) with one BLAS thread each; Ctrl-C stops them at
-once and, because outputs are renamed into place only when complete, leaves whole pages only.
+Worker processes are spawned (not forked) with one BLAS thread each; Ctrl-C, SIGTERM or
+SIGHUP stop them at once and, because outputs are renamed into place only when complete,
+leave whole pages only; a worker also ends when its parent dies.  A rerun skips a page only
+when its outputs are this page's, made the same way, and whole (:func:`check_outputs`); pages
+run at once only as far as their estimated peaks fit the memory budget, and each within its
+time limit.
 """
 
 from __future__ import annotations

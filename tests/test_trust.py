@@ -493,6 +493,27 @@ def test_the_memory_budget_bounds_the_pages_running_at_once(tmp_path, monkeypatc
     assert _overlaps(log) == 1
 
 
+def test_sauvola_in_bands_is_the_whole_page_computation() -> None:
+    """Stage 1's banded Sauvola (less memory) gives the ink of the whole-page computation,
+    bit for bit, whatever the band height and window; the same for the paper's sample."""
+    import cv2
+    from synthetic import make_page
+
+    from engine import ink as stage1
+    from engine.arrays import nonzero_index
+
+    gray = make_page("skewed", seed=4, scale=1.0).image
+    gray = cv2.add(gray, np.random.default_rng(0).integers(0, 40, gray.shape, dtype=np.uint8))
+    for window in (15, 41, 151):
+        levels = gray.astype(np.float32)
+        whole = cv2.compare(levels, stage1.sauvola_threshold(levels, window, 0.2), cv2.CMP_LT) > 0
+        for band in (20_000, 100_000, 10**9):
+            assert np.array_equal(stage1.sauvola_ink(gray, window, 0.2, band_pixels=band), whole), (window, band)
+    paper = gray > 128
+    for band in (5_000, 77_777):
+        assert np.array_equal(stage1._every_seventh(gray, paper, band), gray.ravel()[nonzero_index(paper)[::7]])
+
+
 # --- 5. time --------------------------------------------------------------------------------------------
 
 
