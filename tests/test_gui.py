@@ -21,11 +21,14 @@ from synthetic import make_page
 
 from engine import export as engine_export
 from engine.params import Parameters
-from tlgui.canvas import POSTERIOR_PALETTE, DotsItem, PageCanvas, posterior_colour_index, premultiplied_argb
+from tlgui.canvas import POSTERIOR_PALETTE, PageCanvas, posterior_colour_index
 from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
+from tlgui.items import DotsItem, premultiplied_argb
+from tlgui.messages import Failed, Finished, Outputs, Prepared, SnapshotReady, Stage
 from tlgui.session import EditModel, lines_table
-from tlgui.window import MainWindow, app_settings, stale_parameters
+from tlgui.settings import app_settings, stale_parameters
+from tlgui.window import MainWindow
 from tlgui.worker import RUN, RUN_QUIET, EngineProcess, Job, RunControl
 
 
@@ -444,7 +447,7 @@ def test_messages_round_trip_through_a_pipe() -> None:
     import threading
     from multiprocessing.connection import Connection
 
-    from tlgui.engine_process import recv_message, send_message
+    from tlgui.messages import recv_message, send_message
 
     rng = np.random.default_rng(0)
     msg = ("finished", 7, {"labels": rng.integers(0, 99, (700, 500), dtype=np.int32),
@@ -501,15 +504,15 @@ def test_engine_process_failure_and_kill_on_cancel(tmp_path: Path, synthetic_pag
         messages: list[tuple] = []
         job = Job(1, str(tmp_path / "missing.png"), Parameters(), RunControl(), em=False)
         assert engine.run(job, messages.append) == "failed"
-        assert messages[-1][0] == "failed" and "missing.png" in messages[-1][2]
+        assert isinstance(messages[-1], Failed) and "missing.png" in messages[-1].message
         pid = engine.pid
         big = tmp_path / "big.png"
         cv2.imwrite(str(big), np.tile(synthetic_page.image, (6, 6)))
         control = RunControl()
         cancelled_at: list[float] = []
 
-        def deliver(msg: tuple) -> None:
-            if msg[:3] == ("stage", 2, "preparing: ink"):
+        def deliver(msg: object) -> None:
+            if msg == Stage(2, "preparing: ink"):
                 cancelled_at.append(time.perf_counter())
                 control.cancel()
 
@@ -598,7 +601,7 @@ def test_flip_one_switch_reruns_from_the_same_preparation(qtbot: object, window:
 
 
 def test_parameters_saved_against_other_defaults_are_not_restored(qtbot: object, tmp_path: Path) -> None:
-    from tlgui.window import defaults_fingerprint
+    from tlgui.settings import defaults_fingerprint
 
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "config"))
     settings = app_settings()
@@ -724,27 +727,27 @@ def test_quiet_job_sends_only_its_result_and_keeps_the_shown_pages_preparation(
     params = Parameters().replace(max_em_iterations=4)
     engine = EngineProcess()
     try:
-        shown: list[tuple] = []
+        shown: list[object] = []
         assert engine.run(Job(1, page_path, params, RunControl(), em=False), shown.append) == "finished"
-        prep = next(m[3] for m in shown if m[0] == "prepared")
-        quiet: list[tuple] = []
+        prep = next(m.prep for m in shown if isinstance(m, Prepared))
+        quiet: list[object] = []
         control = RunControl()
         control.set_mode(RUN)
-        job = Job(2, str(other), params, control, None, None, True, (str(tmp_path / "out"), "other", {}), quiet=True)
+        job = Job(2, str(other), params, control, None, None, True, Outputs(str(tmp_path / "out"), "other"), quiet=True)
         assert engine.run(job, quiet.append) == "finished"
-        assert {m[0] for m in quiet} == {"stage", "finished"}
+        assert {type(m) for m in quiet} == {Stage, Finished}
         assert (tmp_path / "out" / "other.json").exists()
-        again: list[tuple] = []
+        again: list[object] = []
         control = RunControl()
         control.set_mode(RUN)
         assert engine.run(Job(3, page_path, params, control, prep), again.append) == "finished", again
-        assert not any(m[0] == "prepared" for m in again) and any(m[0] == "snapshot" for m in again)
+        assert not any(isinstance(m, Prepared) for m in again) and any(isinstance(m, SnapshotReady) for m in again)
         # A run switched to RUN_QUIET (a page the user left) runs to the end without snapshots.
-        left: list[tuple] = []
+        left: list[object] = []
         control = RunControl()
         control.set_mode(RUN_QUIET)
         assert engine.run(Job(4, page_path, params, control, prep), left.append) == "finished", left
-        assert {m[0] for m in left} == {"stage", "finished"}
+        assert {type(m) for m in left} == {Stage, Finished}
     finally:
         engine.close()
 

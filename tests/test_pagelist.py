@@ -60,7 +60,7 @@ def run_all(qtbot: object, win: MainWindow) -> GapProbe:
     probe = GapProbe(label=win.status_stage.text)
     probe.start()
     win.run_all()
-    qtbot.waitUntil(lambda: win._run_queue is None and not win.is_busy()
+    qtbot.waitUntil(lambda: win.jobs.run_queue is None and not win.is_busy()
                     and all(p.state in (DONE, FAILED) for p in win.document.pages), timeout=120_000)
     probe.stop()
     return probe
@@ -149,7 +149,7 @@ def test_tlseg_outputs_open_without_running(
         for image in images:
             image.unlink()
     sent: list[object] = []
-    window.runJob.connect(sent.append)  # every engine job leaves through this signal
+    window.jobs.runJob.connect(sent.append)  # every engine job leaves through this signal
     open_document(qtbot, window, [outdir])
     docs = window.document.pages
     assert [p.stem for p in docs] == ["page0", "page1", "page2"]
@@ -260,7 +260,7 @@ def test_stop_ends_run_all(qtbot: object, window: MainWindow, tmp_path: Path, pa
     window.stop()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=5_000)
     qtbot.wait(200)
-    assert window._run_queue is None and window.session.path == window.document.pages[0].path
+    assert window.jobs.run_queue is None and window.session.path == window.document.pages[0].path
     assert [p.state for p in window.document.pages] == [NOT_RUN, NOT_RUN]
     assert [row[1] for row in row_texts(window)] == [NOT_RUN, NOT_RUN]
 
@@ -302,24 +302,24 @@ def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
     docs = window.document.pages
     sent: list[object] = []
-    window.runJob.connect(sent.append)
+    window.jobs.runJob.connect(sent.append)
     probe = GapProbe(label=window.status_stage.text)
     probe.start()
     window.run_all()
     assert sent[-1].path == docs[0].path and not sent[-1].quiet  # the shown page, drawn as it runs
     window.go_to_page(2)  # page 0 runs on, in the background
-    assert window._run_queue == [1, 2] and window._bg_job is sent[-1] and window.job is None
+    assert window.jobs.run_queue == [1, 2] and window.jobs.bg_job is sent[-1] and window.job is None
     assert sent[-1].control.mode == RUN_QUIET  # no more snapshots from it
     assert window.buttons["stop"].isEnabled()
-    qtbot.waitUntil(lambda: window._bg_job is not None and window._bg_job.quiet
+    qtbot.waitUntil(lambda: window.jobs.bg_job is not None and window.jobs.bg_job.quiet
                     and window.session.prep is not None and window.session.path == docs[2].path, timeout=30_000)
-    assert window._bg_job.path == docs[1].path and window.document.pages[1].state == "running"
+    assert window.jobs.bg_job.path == docs[1].path and window.document.pages[1].state == "running"
     assert window.document.pages[0].state == DONE  # page 0 finished in the background
     assert window.statusBar().currentMessage() == "Run all: 1 of 3 pages done; running page1.png"
     window.editor.delete(0)  # the user edits page 2 while page 1 runs
     edited = window.edits.segments.copy()
     window.go_to_page(1)  # the page running in the background
-    qtbot.waitUntil(lambda: window._run_queue is None and not window.is_busy()
+    qtbot.waitUntil(lambda: window.jobs.run_queue is None and not window.is_busy()
                     and all(p.state == DONE for p in window.document.pages), timeout=120_000)
     probe.stop()
     assert not blocked(probe), (blocked(probe), sorted(window.slow_handlers, key=lambda h: -h[2])[:5])

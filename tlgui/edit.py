@@ -10,7 +10,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter, QPen, QUndoCommand, QUndoStack
 
-from .canvas import PageCanvas, distance_to_segments
+from .canvas import PageCanvas
+from .items import distance_to_segments
 from .session import EditModel
 
 EDIT_MODES = ("off", "select", "add", "split", "merge", "delete")

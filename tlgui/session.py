@@ -57,6 +57,8 @@ class Session(Observable):
     def __init__(self) -> None:
         super().__init__()
         self.path: str | None = None
+        #: The page being opened (loaded off the GUI thread), None when none is.
+        self.loading: str | None = None
         self.prep: Preparation | None = None
         self.snapshots: list[Snapshot] = []
         self.segmentation: Segmentation | None = None
