@@ -26,7 +26,7 @@ from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
 from tlgui.items import DotsItem, premultiplied_argb
 from tlgui.messages import Failed, Finished, Outputs, Prepared, SnapshotReady, Stage
-from tlgui.session import EditModel, lines_table
+from tlgui.session import lines_table
 from tlgui.settings import app_settings, stale_parameters
 from tlgui.window import MainWindow
 from tlgui.worker import RUN, RUN_QUIET, EngineProcess, Job, RunControl
@@ -49,6 +49,13 @@ def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:
     qtbot.waitUntil(lambda: win.session.prep is not None and not win.is_busy(), timeout=30_000)
 
 
+def sorted_segments(segs: np.ndarray) -> np.ndarray:
+    """Segments in a fixed order (by their mid-points' y, then x): lines read from a file come
+    in the order EM needs, not in the order they were edited."""
+    mid = segs.mean(axis=1)
+    return segs[np.lexsort((mid[:, 0], mid[:, 1]))]
+
+
 def run_to_end(qtbot: object, win: MainWindow) -> None:
     win.run()
     qtbot.waitUntil(lambda: win.session.segmentation is not None and not win.is_busy() and win.settled(),
@@ -68,11 +75,16 @@ def test_open_run_to_end(qtbot: object, window: MainWindow, page_path: str, synt
     seg = window.session.segmentation
     assert seg.labels.shape == synthetic_page.image.shape and seg.labels.max() >= 1
     assert window.canvas.labels_item.image is not None
-    assert window.line_table.model().rowCount() == len(snaps[-1].lines)
+    # At the end of a finished run the table, the canvas and the status show the final lines
+    # (the labelling may drop or merge some of the last snapshot's).
+    qtbot.waitUntil(window.settled, timeout=2_000)
+    assert window.line_table.model().rowCount() == len(seg.lines) == int(seg.labels.max())
+    assert window.canvas.current_lines() is seg.lines and window.status.lines.text() == f"{len(seg.lines)} lines"
+    assert window.lines_title.text().startswith(f"Final lines ({len(seg.lines)}")
     assert "finished" in window.status_stage.text()
     assert window.slider.maximum() == len(snaps) - 1
     # Clicking a line on the canvas selects its table row, and back.
-    seg_xy = snaps[-1].lines.segments()[0].mean(axis=0)
+    seg_xy = seg.lines.segments()[0].mean(axis=0)
     assert window.canvas.line_at(*seg_xy) == 0
     window.select_line(0)
     assert window.line_table.selectionModel().selectedRows()[0].row() == 0
@@ -174,7 +186,9 @@ def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str)
     window.reset()
     qtbot.waitUntil(lambda: not window.is_busy() and window.settled(), timeout=2_000)
     assert session.snapshots == [] and window.canvas.snapshot is None
-    assert window.line_table.table_model.rowCount() == 0 and window.slider_label.text() == "no run"
+    # Back to the initial lines: the table shows them, as before any run.
+    assert window.line_table.table_model.rowCount() == len(session.prep.initial_lines)
+    assert window.slider_label.text() == "no run" and window.lines_title.text().startswith("Initial lines")
 
 
 def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_path: str,
@@ -197,22 +211,27 @@ def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_pa
     window.undo.undo()
     window.undo.undo()
     np.testing.assert_allclose(window.edits.segments, original)
+    assert not window.edits.edited and window.edits.lines is window.edits.prepared  # the exact rows
     window.undo.redo()
     window.undo.redo()
     window.undo.redo()
     np.testing.assert_allclose(window.edits.segments, edited)
+    editor.select(0)
     editor.rotate_selected(2.0)
     editor.move(0, window.edits.segments[0] + [0.0, 3.0])
     edited = window.edits.segments.copy()
-    # Autosaved at once; the JSON save/load round-trips.
+    # Autosaved at once, with the edits that made the lines; the JSON save/load round-trips.
     autosave = window.edits.autosave_path()
     assert autosave is not None and autosave.exists()
-    assert EditModel.parse(autosave.read_text())[1].shape == edited.shape
+    saved_data = json.loads(autosave.read_text())
+    assert len(saved_data["initial_lines"]["lines"]) == len(edited)
+    assert [r["op"] for r in saved_data["edits"]] == ["merge", "delete", "split", "rotate", "move"]
     saved = tmp_path / "edits.json"
     window.save_edits(str(saved))
     window.undo.undo()
-    window.load_edits(str(saved))
-    np.testing.assert_allclose(window.edits.segments, edited, atol=1e-3)
+    window.load_initial_lines(str(saved))
+    qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=10_000)
+    np.testing.assert_allclose(sorted_segments(window.edits.segments), sorted_segments(edited), atol=1e-3)
     qtbot.waitUntil(lambda: len(editor.rois) == len(edited), timeout=2_000)
     # Re-run: EM starts from the edited lines.
     run_to_end(qtbot, window)
@@ -280,7 +299,7 @@ def test_drag_line_end_point(qtbot: object, window: MainWindow, page_path: str) 
     moved = window.edits.segments
     tolerance = 2 * window.canvas.pixel_size()  # a screen pixel or two, in page pixels
     np.testing.assert_allclose(moved[i, 1], target_xy, atol=tolerance)
-    np.testing.assert_allclose(moved[i, 0], original[i, 0], atol=1e-6)  # the other end stays
+    np.testing.assert_allclose(moved[i, 0], original[i, 0], atol=1e-3)  # the other end stays
     np.testing.assert_allclose(np.delete(moved, i, axis=0), np.delete(original, i, axis=0))
     np.testing.assert_allclose(window.canvas.initial_segments, moved)
     assert window.edits.edited
@@ -434,7 +453,7 @@ def test_engine_crash_is_a_message_and_keeps_edits(qtbot: object, window: MainWi
     assert "engine process ended unexpectedly" in window.banner.text()
     assert window.status_stage.text() == "failed"
     np.testing.assert_allclose(window.edits.segments, edited)
-    assert EditModel.parse(window.edits.autosave_path().read_text())[1].shape == edited.shape
+    assert len(json.loads(window.edits.autosave_path().read_text())["initial_lines"]["lines"]) == len(edited)
     window.param_panel.set_params(Parameters().replace(**FAST))
     run_to_end(qtbot, window)  # the window recovers
     assert window.engine_process.pid != pid
@@ -533,8 +552,11 @@ def test_corrupt_file_shows_message(qtbot: object, window: MainWindow, tmp_path:
     assert window.session.path is None
     # The window still works afterwards.
     open_and_prepare(qtbot, window, page_path)
-    window.load_edits(str(bad))
-    assert "Cannot load edited lines" in window.banner.text()
+    before = window.edits.lines
+    window.load_initial_lines(str(bad))
+    qtbot.waitUntil(lambda: not window.is_busy() and "Cannot load initial lines" in window.banner.text(),
+                    timeout=10_000)
+    assert str(bad) in window.banner.text() and window.edits.lines is before and window.undo.count() == 0
 
 
 def test_parameters_validate_and_persist(qtbot: object, window: MainWindow, page_path: str) -> None:

@@ -46,19 +46,20 @@ N_LEVELS = 64
 POSTERIOR_MODES = ("argmax", "selected", "entropy")
 
 LAYERS = ("page", "pagearea", "labels", "ink", "nontext", "regions", "graph", "samples", "posterior",
-          "initial", "lines", "mismatch")
+          "initial", "lines", "mismatch", "truth")
 #: Layer -> (shown at start, opacity at start).
 LAYER_DEFAULTS: dict[str, tuple[bool, float]] = {
     "page": (True, 1.0), "pagearea": (True, 0.9), "labels": (True, 0.55), "ink": (False, 0.6),
     "nontext": (False, 0.7), "regions": (True, 0.8),
     "graph": (False, 0.5), "samples": (False, 0.8), "posterior": (True, 0.9),
-    "initial": (True, 0.9), "lines": (True, 0.8), "mismatch": (True, 0.8),
+    "initial": (True, 0.9), "lines": (True, 0.8), "mismatch": (True, 0.8), "truth": (True, 0.9),
 }
 LAYER_TITLES = {
     "page": "Page", "pagearea": "Page area", "labels": "Final labels", "ink": "Ink mask",
     "nontext": "Non-text ink", "regions": "Text regions",
     "graph": "Delaunay graph", "samples": "Samples", "posterior": "Posterior",
-    "initial": "Initial lines", "lines": "Lines + σt bands", "mismatch": "GT: unmatched lines",
+    "initial": "Initial lines", "lines": "Lines + σt bands", "mismatch": "GT: unmatched result lines",
+    "truth": "GT: line outlines",
 }
 
 
@@ -126,9 +127,11 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.prep: Preparation | None = None
         self.geometry: PrepGeometry | None = None
         self.snapshot: Snapshot | None = None
+        self.shown_lines: LineSet | None = None
         self.selected = -1
         self.posterior_mode = "argmax"
         self.initial_segments = np.zeros((0, 2, 2))
+        self.initial_locked = np.zeros(0, dtype=bool)
         self.redraw_ms: list[float] = []  # time spent in show_snapshot, for the report
         self.layers: dict[str, Layer] = {}
         self._build_layers()
@@ -180,6 +183,9 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._add("posterior", self.posterior_item, 6)
         self.initial_item = pg.PlotCurveItem(pen=pg.mkPen("#00e5ff", width=2, style=Qt.PenStyle.DashLine))
         self._add("initial", self.initial_item, 7)
+        # Locked lines (EM keeps them where the user put them): solid, thicker, magenta.
+        self.initial_locked_item = pg.PlotCurveItem(pen=pg.mkPen("#ff4081", width=3))
+        self._add("initial", self.initial_locked_item, 7)
         self.lines_item = LinesItem()
         self._add("lines", self.lines_item, 8)
         self.selected_item = QGraphicsPathItem()
@@ -190,6 +196,13 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.view.addItem(self.selected_item)
         self.mismatch_item = FastImageItem(autoDownsample=True)
         self._add("mismatch", self.mismatch_item, 9)
+        # The ground truth's lines as outlines: green where a result line matched one-to-one,
+        # red where none did (white before the page is scored).
+        self.truth_items = {}
+        for key, colour in (("matched", "#00e676"), ("unmatched", "#ff1744"), ("unscored", "#ffffff")):
+            item = pg.PlotCurveItem(pen=pg.mkPen(colour, width=2 if key != "matched" else 1))
+            self._add("truth", item, 10)
+            self.truth_items[key] = item
 
         for item in self._cache_items:
             item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -240,6 +253,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         gray = levels[0] if levels else gray
         self.prep = None
         self.snapshot = None
+        self.shown_lines = None
         self.selected = -1
         if gray is None:
             self.page_item.clear()
@@ -249,6 +263,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.view.setRange(xRange=(0, w), yRange=(0, h), padding=0.02)
         for item in (self.labels_item, self.mismatch_item, self.ink_item, self.non_text_item):
             item.clear()
+        self.set_truth_outlines(None)
         self.page_area_item.setData([], [])
         self.graph_item.set_edges(EdgeSegments.empty())
         self._different_mask = None
@@ -256,7 +271,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.region_item.setData([], [])
         self.samples_item.clear()
         self.posterior_item.clear()
-        self.set_initial_segments(np.zeros((0, 2, 2)))
+        self.set_initial_lines(np.zeros((0, 2, 2)))
         self._clear_lines()
 
     def set_prep(self, prep: Preparation, geometry: PrepGeometry | None = None) -> None:
@@ -266,6 +281,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.prep = prep
         self.geometry = geometry
         self.snapshot = None
+        self.shown_lines = None
         if self.page_item.image is None or self.page_item.image.shape != prep.gray.shape:
             self.set_page(prep.gray)
             self.prep = prep
@@ -283,16 +299,30 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self._update(name)
         self._warm_timer.start()
 
-    def set_initial_segments(self, segs: np.ndarray) -> None:
+    def set_initial_lines(self, segs: np.ndarray, locked: np.ndarray | None = None) -> None:
+        """The initial lines as page segments ``(L, 2, 2)``; ``locked`` ``(L,)`` bool: the
+        lines EM keeps in place, drawn apart (solid magenta)."""
         self.initial_segments = np.asarray(segs, dtype=float).reshape(-1, 2, 2)
         s = self.initial_segments
-        self.initial_item.setData(s[..., 0].ravel(), s[..., 1].ravel(), connect="pairs")
+        self.initial_locked = np.zeros(len(s), bool) if locked is None else np.asarray(locked, bool).copy()
+        free, fixed = s[~self.initial_locked], s[self.initial_locked]
+        self.initial_item.setData(free[..., 0].ravel(), free[..., 1].ravel(), connect="pairs")
+        self.initial_locked_item.setData(fixed[..., 0].ravel(), fixed[..., 1].ravel(), connect="pairs")
 
-    def show_snapshot(self, snap: Snapshot | None) -> None:
-        """Draw the state of one snapshot on every shown layer (stale-mark the others)."""
+    def show_initial_items(self, shown: bool) -> None:
+        """Show the initial lines' items (hidden while the editor's handles stand for them)."""
+        visible = self.layers["initial"].visible and shown
+        for item in self.layers["initial"].items:
+            item.setVisible(visible)
+
+    def show_snapshot(self, snap: Snapshot | None, lines: LineSet | None = None) -> None:
+        """Draw the state of one snapshot on every shown layer (stale-mark the others);
+        ``lines``: the lines to draw instead of the snapshot's (the final lines, after the
+        last snapshot)."""
         t0 = time.perf_counter()
         self.snapshot = snap
-        if snap is not None and self.selected >= len(snap.lines):
+        self.shown_lines = lines if lines is not None else (None if snap is None else snap.lines)
+        if self.shown_lines is not None and self.selected >= len(self.shown_lines):
             self.selected = -1
         for name in ("posterior", "graph", "lines"):
             self._update(name)
@@ -304,6 +334,13 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.labels_item.clear()
         else:
             self.labels_item.set_pyramid(rgba if isinstance(rgba, list) else [rgba], levels=None)
+
+    def set_truth_outlines(self, outlines: dict[str, np.ndarray] | None) -> None:
+        """The ground truth's line outlines as segment pairs ``(S, 2, 2)`` per kind
+        ("matched", "unmatched", "unscored"); None: no ground truth."""
+        for key, item in self.truth_items.items():
+            segs = np.zeros((0, 2, 2)) if outlines is None else outlines.get(key, np.zeros((0, 2, 2)))
+            item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
 
     def set_mismatch(self, rgba: np.ndarray | list[np.ndarray] | None) -> None:
         if rgba is None:
@@ -402,26 +439,26 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.selected_item.setPath(QPainterPath())
 
     def _draw_lines(self) -> None:
-        snap = self.snapshot
-        if snap is None or len(snap.lines) == 0:
+        lines = self.shown_lines
+        if lines is None or len(lines) == 0:
             self._clear_lines()
             return
-        self.lines_item.set_lines(snap.lines)
+        self.lines_item.set_lines(lines)
         self._draw_selected()
 
     def _draw_selected(self) -> None:
-        snap = self.snapshot
-        if snap is None or not (0 <= self.selected < len(snap.lines)):
+        lines = self.shown_lines
+        if lines is None or not (0 <= self.selected < len(lines)):
             self.selected_item.setPath(QPainterPath())
             return
-        one = snap.lines.take([self.selected])
+        one = lines.take([self.selected])
         path = polygons_path(one.band())
         path.addPath(segments_path(one.segments()))
         self.selected_item.setPath(path)
 
     # --- picking -------------------------------------------------------------------------------
     def current_lines(self) -> LineSet | None:
-        return None if self.snapshot is None else self.snapshot.lines
+        return self.shown_lines
 
     def pixel_size(self) -> float:
         """Page pixels per screen pixel at the current zoom."""

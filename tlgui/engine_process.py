@@ -32,10 +32,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from engine import pipeline
-from engine.model import Preparation, Snapshot
+from engine.model import LineSet, Preparation, Snapshot
 from engine.params import Parameters
 
 from .geometry import label_overlay, prep_geometry
@@ -60,6 +58,7 @@ from .messages import (
     recv_message,
     send_message,
 )
+from .steering import start_lines
 
 __all__ = ["GRACE_S", "PAUSE", "RUN", "RUN_QUIET", "STEP_EM", "STEP_SWEEP", "EngineProcess", "Job",
            "RunControl", "run_job"]
@@ -127,9 +126,9 @@ class RunControl:
 @dataclass
 class Job:
     """One piece of engine work.  ``prep`` is reused when given, else the page at ``path``
-    is prepared; with ``em`` the EM run follows (from ``segments`` when the user edited the
-    initial lines) and then the final labelling; with ``outputs`` the engine process then
-    writes the page's ``tlseg`` outputs
+    is prepared; with ``em`` the EM run follows (from ``lines`` when the user edited the
+    initial lines, or from those of ``lines_file``) and then the final labelling; with
+    ``outputs`` the engine process then writes the page's ``tlseg`` outputs
     (:func:`engine.export.write_outputs`: in that process, not in the window's).  A ``quiet``
     job (a page run in the background) sends neither its preparation nor its snapshots, only
     stages and the final result, and leaves the preparation the process keeps for the shown
@@ -142,15 +141,16 @@ class Job:
     params: Parameters
     control: RunControl
     prep: Preparation | None = None
-    segments: np.ndarray | None = None
+    lines: LineSet | None = None
     em: bool = True
     outputs: Outputs | None = None
     quiet: bool = False
+    lines_file: str | None = None
 
     def spec(self, mode: str, seq: int, prep_token: int | None, send_prep: bool) -> JobSpec:
         """What the engine process is sent (the preparation only when it lacks it)."""
-        return JobSpec(self.id, self.path, self.params, self.em, mode, seq, self.segments, self.outputs,
-                       self.quiet, self.prep if send_prep else None, prep_token)
+        return JobSpec(self.id, self.path, self.params, self.em, mode, seq, self.lines, self.lines_file,
+                       self.outputs, self.quiet, self.prep if send_prep else None, prep_token)
 
 
 class EngineProcess:
@@ -390,9 +390,7 @@ def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage]
         cache[spec.prep_token] = prep
     if not spec.em:
         return
-    lines = prep.initial_lines
-    if spec.segments is not None:
-        lines = pipeline.lines_from_segments(prep, spec.segments)
+    lines = start_lines(prep, spec.lines, spec.lines_file)
     emit(Stage(job_id, "EM"))
     started = time.perf_counter()
     gen = pipeline.run_em(prep, lines, params=params, per_sweep=True)
@@ -415,20 +413,22 @@ def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage]
     control.check()
     if spec.outputs is not None:
         emit(Stage(job_id, "writing outputs"))
-        write_outputs(spec.outputs, spec.path, prep, last, seg, time.perf_counter() - started)
+        write_outputs(spec.outputs, spec.path, prep, lines, last, seg, time.perf_counter() - started)
     emit(Finished(job_id, seg, overlay))
 
 
-def write_outputs(outputs: Outputs, path: str, prep: Preparation, last: Snapshot, seg: Any,
+def write_outputs(outputs: Outputs, path: str, prep: Preparation, initial: LineSet, last: Snapshot, seg: Any,
                   run_s: float) -> None:
-    """A finished page's outputs, as ``tlseg`` writes them, with its times and EM figures."""
+    """A finished page's outputs, as ``tlseg`` writes them, with its times, EM figures and
+    the initial lines EM started from (``tlseg segment --initial-lines`` reads them back)."""
     from engine import export
 
     timings = {k: float(v) for k, v in dict(prep.timings or {}).items()}
     timings["em_and_finish"] = run_s
     timings["total"] = sum(timings.values())
     meta = {**outputs.extra, "seed": prep.params.seed, "timings": timings, "iterations": int(last.iteration),
-            "converged": bool(last.converged), "preparation": pipeline.preparation_summary(prep)}
+            "converged": bool(last.converged), "preparation": pipeline.preparation_summary(prep),
+            "initial_lines": initial.to_dict()}
     export.write_outputs(outputs.folder, outputs.stem, prep.gray, seg, Path(path).name, meta)
 
 

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from engine import export as engine_export
-from engine.model import Segmentation, Snapshot
+from engine.model import LineSet, Segmentation, Snapshot
 from engine.params import Parameters
 
 from .canvas import PageCanvas
@@ -40,7 +39,10 @@ class ExportSource:
     params: Parameters
     seg: Segmentation | None
     snapshot: Snapshot | None
-    edited_segments: np.ndarray | None
+    #: The initial lines (the user's, or the prepared ones), None before the page is prepared.
+    initial_lines: LineSet | None
+    #: What the user's edits were (``{"edited": bool, "edits": [...]}``).
+    edits: dict[str, Any]
 
 
 def write_export(kind: str, path: str, src: ExportSource) -> str:
@@ -57,15 +59,19 @@ def write_export(kind: str, path: str, src: ExportSource) -> str:
     elif kind == "alto_xml":
         engine_export.write_alto_xml(path, seg, Path(src.page_path).name, seg.labels.shape)
     elif kind == "json":
-        snap, edits = src.snapshot, src.edited_segments
+        snap = src.snapshot
         data: dict[str, Any] = {
             "page": src.page_path,
             "parameters": src.params.to_dict(),
             "final_lines": seg.lines.to_dict() if seg is not None else None,
             "snapshot": None if snap is None else {
                 "iteration": snap.iteration, "sweep": snap.sweep, "lines": snap.lines.to_dict()},
-            "edited_initial_lines": None if edits is None else np.round(edits, 3).tolist(),
+            # Read back by File > Load initial lines and ``tlseg segment --initial-lines``.
+            "initial_lines": None if src.initial_lines is None else src.initial_lines.to_dict(),
+            **src.edits,
         }
+        if seg is not None:
+            data["shape"] = [int(v) for v in seg.labels.shape]
         with engine_export.atomic_path(path) as tmp:
             Path(tmp).write_text(json.dumps(data, indent=1), encoding="utf-8")
     else:

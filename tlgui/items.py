@@ -242,7 +242,8 @@ def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
 
 
 class LinesItem(pg.GraphicsObject):
-    """Every regression line and its sigma_t band, in the line's colour, as ONE item.
+    """Every regression line and its sigma_t band, in the line's colour, as ONE item; a locked
+    line's centre is drawn again, dashed white, over its colour.
 
     One Python ``paint`` per repaint instead of one item per colour: while the engine thread
     runs, each call from Qt into Python waits for the GIL, so fewer items mean fewer waits.
@@ -251,6 +252,7 @@ class LinesItem(pg.GraphicsObject):
     def __init__(self) -> None:
         super().__init__()
         self.paths: list[tuple[QPainterPath, QPainterPath]] = []
+        self.locked_path = QPainterPath()
         self.rect = QRectF()
         self.brushes = []
         self.pens = []
@@ -262,10 +264,13 @@ class LinesItem(pg.GraphicsObject):
             pen = QPen(colour, 2)
             pen.setCosmetic(True)
             self.pens.append(pen)
+        self.locked_pen = QPen(QColor("#ffffff"), 2, Qt.PenStyle.DashLine)
+        self.locked_pen.setCosmetic(True)
 
     def set_lines(self, lines: LineSet | None) -> None:
         self.prepareGeometryChange()
         self.paths = []
+        self.locked_path = QPainterPath()
         self.rect = QRectF()
         if lines is not None and len(lines):
             bands = lines.band()
@@ -276,6 +281,9 @@ class LinesItem(pg.GraphicsObject):
                 band, centre = polygons_path(bands[mine]), segments_path(segs[mine])
                 self.paths.append((band, centre))
                 self.rect = self.rect.united(band.boundingRect()).united(centre.boundingRect())
+            locked = np.asarray(getattr(lines, "locked", np.zeros(len(lines), bool)), bool)
+            if locked.any():
+                self.locked_path = segments_path(segs[locked])
         self.update()
 
     def boundingRect(self) -> QRectF:
@@ -287,6 +295,8 @@ class LinesItem(pg.GraphicsObject):
             painter.fillPath(band, brush)
         for (_band, centre), pen in zip(self.paths, self.pens, strict=False):
             painter.strokePath(centre, pen)
+        if not self.locked_path.isEmpty():
+            painter.strokePath(self.locked_path, self.locked_pen)
 
 
 class GraphEdgesItem(pg.GraphicsObject):

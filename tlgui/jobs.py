@@ -44,8 +44,9 @@ class JobController(QObject):
     """Starts, steers and ends the engine jobs of the shown page and of "Run all".
 
     ``params`` returns the parameters to run with and whether they need a new preparation;
-    ``initial_segments(path)`` the user's edited initial lines of a page (None: the
-    preparation's own; for the shown page, the current edits)."""
+    ``run_inputs(path, shown)`` what a run of a page starts from: the user's lines (the shown
+    page's edited rows, else None), a file of lines (a background page's autosaved edits,
+    else None) and what the page's outputs record of the edits."""
 
     runJob = Signal(object)            # -> EngineWorker.run (queued)
     stageText = Signal(str)            # the shown page's job is at this stage
@@ -65,13 +66,14 @@ class JobController(QObject):
 
     def __init__(self, session: Session, document: Document, times: HandlerTimes,
                  params: Callable[[], tuple[Parameters, bool]],
-                 initial_segments: Callable[[str, bool], Any], outdir_of: Callable[[], Path | None]) -> None:
+                 run_inputs: Callable[[str, bool], tuple[Any, str | None, dict[str, Any]]],
+                 outdir_of: Callable[[], Path | None]) -> None:
         super().__init__()
         self.session = session
         self.document = document
         self.times = times
         self._params = params
-        self._initial_segments = initial_segments
+        self._run_inputs = run_inputs
         self._outdir = outdir_of
         self.job: Job | None = None
         self._counter = 0
@@ -122,12 +124,12 @@ class JobController(QObject):
         control.set_mode(mode)
         return Job(self._counter, path, params, control, **kwargs)
 
-    def _outputs(self, index: int, params: Parameters) -> Outputs | None:
+    def _outputs(self, index: int, params: Parameters, record: dict[str, Any]) -> Outputs | None:
         outdir = self._outdir()
         if index < 0 or outdir is None:
             return None
         page = self.document.pages[index]
-        return Outputs(str(outdir), page.stem, {"source": page.path, "parameters": params.to_dict()})
+        return Outputs(str(outdir), page.stem, {"source": page.path, "parameters": params.to_dict(), **record})
 
     # ================================================================ the shown page's jobs
     def start(self, em: bool, mode: str) -> None:
@@ -142,10 +144,10 @@ class JobController(QObject):
         if prep is not None and needs_preparation:
             prep = None  # a stage 1-6 parameter changed: prepare again
         index = self.document.index_of(path)
+        lines, lines_file, record = self._run_inputs(path, True) if em else (None, None, {})
         # A document's page: the engine writes its outputs, to be shown without a re-run.
-        self.job = self._new_job(path, params, mode, prep=prep,
-                                 segments=self._initial_segments(path, True) if em else None, em=em,
-                                 outputs=self._outputs(index, params) if em else None)
+        self.job = self._new_job(path, params, mode, prep=prep, lines=lines, lines_file=lines_file, em=em,
+                                 outputs=self._outputs(index, params, record) if em else None)
         if self.bg_job is not None:
             self.stageText.emit(f"waiting for the engine (running {Path(self.bg_job.path).name} in the background)")
         if em:
@@ -159,6 +161,13 @@ class JobController(QObject):
         self.stateChanged.emit()
         self.in_flight += 1
         self.runJob.emit(self.job)
+
+    def prepare(self) -> None:
+        """Prepare the shown page if nothing does (a page shown from its saved result, whose
+        initial lines the user wants to see or edit)."""
+        if self.job is None and self.session.loading is None and self.session.path is not None \
+                and self.session.prep is None:
+            self.start(em=False, mode=PAUSE)
 
     def start_em(self, mode: str) -> None:
         if self.job is not None and self.job.em:
@@ -343,8 +352,9 @@ class JobController(QObject):
             self._show_run_all_progress()
             return
         page = self.document.pages[index]
-        self.bg_job = self._new_job(page.path, params, RUN, segments=self._initial_segments(page.path, False),
-                                    em=True, outputs=self._outputs(index, params), quiet=True)
+        lines, lines_file, record = self._run_inputs(page.path, False)
+        self.bg_job = self._new_job(page.path, params, RUN, lines=lines, lines_file=lines_file, em=True,
+                                    outputs=self._outputs(index, params, record), quiet=True)
         self._bg_started = time.perf_counter()
         self._bg_result, self._bg_failure = None, ""
         self.document.update(index, state=RUNNING, error="", fm=None)

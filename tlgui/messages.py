@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from engine.model import Preparation, Segmentation, Snapshot
+from engine.model import LineSet, Preparation, Segmentation, Snapshot
 from engine.params import Parameters
 
 RUN, PAUSE, STEP_EM, STEP_SWEEP = "run", "pause", "step_em", "step_sweep"
@@ -51,8 +51,10 @@ class JobSpec:
     """One job as the engine process receives it (see :class:`tlgui.engine_process.Job`).
 
     ``prep`` is sent only when the process does not hold it already; ``prep_token`` names the
-    preparation it holds (None: prepare the page at ``path``).  ``segments``: the user's
-    initial lines to run EM from (None: the preparation's own)."""
+    preparation it holds (None: prepare the page at ``path``).  EM starts from ``lines``
+    (the window's rows, each as the user left it), else from the lines of ``lines_file``
+    (a background page's autosaved edits, read once the page is prepared), else from the
+    preparation's own (:func:`tlgui.steering.start_lines`)."""
 
     id: int
     path: str
@@ -60,7 +62,8 @@ class JobSpec:
     em: bool
     mode: str
     seq: int
-    segments: np.ndarray | None = None
+    lines: LineSet | None = None
+    lines_file: str | None = None
     outputs: Outputs | None = None
     quiet: bool = False
     prep: Preparation | None = None

@@ -15,9 +15,13 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
 
+from engine.model import LineSet
+
 from .canvas import PageCanvas
-from .panels import LineTable, PlotsPanel
-from .session import Session, snapshot_x
+from .edit import LineEditor
+from .linetable import LineTable
+from .panels import PlotsPanel
+from .session import EditModel, Session, snapshot_x
 from .tasks import HandlerTimes
 from .widgets import RunControls, StatusFields
 
@@ -28,13 +32,19 @@ PLOT_INTERVAL_S = 0.5  # slow widgets during a run: fast enough to follow, leave
 class SnapshotPresenter(QObject):
     """Keeps the canvas, slider, line table, plots and status fields on the displayed snapshot,
     and the selected line the same on canvas and table.  ``running()`` says whether an EM run
-    is going (the slow widgets are then throttled), ``elapsed()`` the job's seconds."""
+    is going (the slow widgets are then throttled), ``elapsed()`` the job's seconds.
 
-    def __init__(self, session: Session, canvas: PageCanvas, controls: RunControls, table: LineTable,
-                 title: object, plots: PlotsPanel, status: StatusFields, times: HandlerTimes,
-                 running: Callable[[], bool], elapsed: Callable[[], float | None]) -> None:
+    The line table shows the initial lines while they are edited (or before any run), the
+    final lines once the run finished and the last snapshot is shown (so the table and the
+    ground-truth score count the same lines), else the displayed snapshot's lines."""
+
+    def __init__(self, session: Session, edits: EditModel, editor: LineEditor, canvas: PageCanvas,
+                 controls: RunControls, table: LineTable, title: object, plots: PlotsPanel, status: StatusFields,
+                 times: HandlerTimes, running: Callable[[], bool], elapsed: Callable[[], float | None]) -> None:
         super().__init__()
         self.session = session
+        self.edits = edits
+        self.editor = editor
         self.canvas = canvas
         self.controls = controls
         self.table = table
@@ -53,8 +63,12 @@ class SnapshotPresenter(QObject):
         session.subscribe("current", self._on_current)
         session.subscribe("snapshot", self._on_snapshot)
         session.subscribe("cleared", self._on_cleared)
+        session.subscribe("finished", self._on_finished)
+        session.subscribe("metrics", self._on_finished)
+        edits.subscribe("changed", self.refresh)
         controls.slider.valueChanged.connect(self._on_slider)
         table.lineSelected.connect(self._on_table_selection)
+        editor.selectionChanged.connect(self._on_editor_selection)
         self.timer = QTimer(self)
         self.timer.setInterval(DRAW_INTERVAL_MS)
         self.timer.timeout.connect(self._on_tick)
@@ -76,6 +90,13 @@ class SnapshotPresenter(QObject):
         self.draw_pending = True
         self.series_pending = True
         self.plots.reset_ranges()
+
+    def _on_finished(self, *_args: object) -> None:
+        self.draw_pending = True
+
+    def refresh(self) -> None:
+        """Redraw what depends on more than the snapshot (the edited lines, the edit mode)."""
+        self.draw_pending = True
 
     def _on_slider(self, value: int) -> None:
         self.session.set_current(value)
@@ -119,29 +140,51 @@ class SnapshotPresenter(QObject):
 
         self._slow_queue = [self._draw_table] + [plot(key) for key in self.plots.plots]
 
+    def table_source(self) -> tuple[LineSet | None, str]:
+        """What the line table shows: (lines, "initial" | "final" | "snapshot")."""
+        snap, seg = self.session.current_snapshot(), self.session.segmentation
+        if self.editor.mode != "off" or (snap is None and seg is None):
+            return (self.edits.lines if self.edits.prepared is not None else None), "initial"
+        if seg is not None and (snap is None or self.session.at_end()):
+            return seg.lines, "final"
+        return snap.lines, "snapshot"
+
     def draw_current(self, slow: bool = True) -> None:
         """Draw the session's displayed snapshot: canvas and labels now; the table and the
         plots' marker too when ``slow`` (else at the next slow tick)."""
         snap = self.session.current_snapshot()
-        if snap is not None and self.selected >= len(snap.lines):
+        lines, kind = self.table_source()
+        final = self.session.segmentation.lines if kind == "final" else None
+        drawn = final if final is not None else (None if snap is None else snap.lines)
+        if drawn is not None and self.selected >= len(drawn):
             self.selected = -1
-        self.canvas.selected = self.selected
-        self.canvas.show_snapshot(snap)
+        self.canvas.selected = self.selected if kind != "initial" else -1
+        self.canvas.show_snapshot(snap, final)
         if slow:
             self._draw_slow()
         n = len(self.session.snapshots)
+        preset = self.session.run_params.preset_summary() if self.session.run_params else "default"
+        self.title.setText(self._title(kind, lines, snap, preset))
+        self.status.lines.setText("" if lines is None else f"{len(lines)} lines")
         if snap is None:
             self.controls.label.setText("no run")
-            self.title.setText("Lines")
             self.status.iteration.setText("")
-            self.status.lines.setText("")
             return
         sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
         self.controls.label.setText(f"{self.session.current + 1}/{n} · it {snap.iteration}{sweep}")
-        preset = self.session.run_params.preset_summary() if self.session.run_params else "default"
-        self.title.setText(f"Lines at iteration {snap.iteration}{sweep} · preset {preset}")
         self.status.iteration.setText(f"iteration {snap.iteration}{sweep}")
-        self.status.lines.setText(f"{len(snap.lines)} lines")
+
+    def _title(self, kind: str, lines: LineSet | None, snap: object, preset: str) -> str:
+        if kind == "initial":
+            if lines is None:
+                return "Lines"
+            state = "edited" if self.edits.edited else "as prepared"
+            locked = int(lines.locked.sum())
+            return f"Initial lines ({len(lines)}, {state}" + (f", {locked} locked)" if locked else ")")
+        if kind == "final":
+            return f"Final lines ({len(lines)}, after labelling) · preset {preset}"
+        sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
+        return f"Lines at iteration {snap.iteration}{sweep} · preset {preset}"
 
     def _draw_slow(self) -> None:
         """Table and plots at once (when the user scrubs or steps, not during a run)."""
@@ -152,9 +195,11 @@ class SnapshotPresenter(QObject):
         self.plots.set_series(self.session.series(), snapshot_x(snap) if snap is not None else None)
 
     def _draw_table(self) -> None:
-        snap, seg = self.session.current_snapshot(), self.session.segmentation
-        lines = snap.lines if snap is not None else (seg.lines if seg is not None else None)
-        self.table.set_lines(lines, self.selected)  # a saved result has lines, no snapshot
+        lines, kind = self.table_source()
+        metrics = self.session.metrics
+        matched = metrics.matched_result if kind == "final" and metrics is not None else None
+        selected = self.editor.selected if kind == "initial" else self.selected
+        self.table.set_lines(lines, selected, matched, editable=kind == "initial")
 
     # --- selection -----------------------------------------------------------------------------
     def select_line(self, index: int) -> None:
@@ -163,5 +208,12 @@ class SnapshotPresenter(QObject):
         self.table.select_line(index)
 
     def _on_table_selection(self, index: int) -> None:
+        if self.table_source()[1] == "initial":
+            self.editor.select(index)
+            return
         self.selected = index
         self.canvas.set_selected(index)
+
+    def _on_editor_selection(self, index: int) -> None:
+        if self.table_source()[1] == "initial":
+            self.table.select_line(index)

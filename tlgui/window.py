@@ -49,9 +49,10 @@ from .document import Document
 from .editing import EditController
 from .exporting import ExportController, ExportSource
 from .jobs import RUN, STEP_EM, STEP_SWEEP, JobController
+from .linetable import LineTable
 from .pagelist import PageList
 from .pages import PageController
-from .panels import GroundTruthPanel, LayerPanel, LineTable, ParameterPanel, PlotsPanel
+from .panels import GroundTruthPanel, LayerPanel, ParameterPanel, PlotsPanel
 from .presenter import SnapshotPresenter
 from .session import Metrics, Session
 from .settings import WindowSettings, autosave_dir
@@ -144,18 +145,18 @@ class MainWindow(QMainWindow):
 
     def _build_controllers(self) -> None:
         self.tasks = TaskRunner(self.times)
-        self.edit = EditController(self.session, self.canvas, autosave_dir(), self)
+        self.edit = EditController(self.session, self.canvas, autosave_dir(), self.tasks, self)
         self.edits, self.editor, self.undo = self.edit.model, self.edit.editor, self.edit.undo
-        self.jobs = JobController(self.session, self.document, self.times, self._run_params, self._segments_for_run,
+        self.jobs = JobController(self.session, self.document, self.times, self._run_params, self._run_inputs,
                                   lambda: self.document.outdir)
         self.engine_process = self.jobs.engine_process
         self.pages = PageController(self.session, self.document, self.jobs, self.tasks)
         self.pages.order = self.page_list.order
         self.truth = GroundTruthController(self.session, self.tasks, self.gt_panel, self.gt_list, self.canvas)
         self.exports = ExportController(self.tasks, self.canvas, self._export_source, self._export_folder, self)
-        self.presenter = SnapshotPresenter(self.session, self.canvas, self.controls, self.line_table, self.lines_title,
-                                           self.plots, self.status, self.times, self._running,
-                                           self.jobs.elapsed)
+        self.presenter = SnapshotPresenter(self.session, self.edits, self.editor, self.canvas, self.controls,
+                                           self.line_table, self.lines_title, self.plots, self.status, self.times,
+                                           self._running, self.jobs.elapsed)
 
     def _build_docks(self) -> None:
         left = QSplitter(Qt.Orientation.Vertical)
@@ -189,8 +190,9 @@ class MainWindow(QMainWindow):
         return {
             "choose_page": self.choose_page, "choose_folder": self.choose_folder, "choose_files": self.choose_files,
             "choose_ground_truth": self.truth.choose, "choose_save_edits": edit.choose_save,
-            "choose_load_edits": edit.choose_load, "close": self.close, "delete_selected": edit.delete_selected,
+            "choose_load_lines": edit.choose_load, "close": self.close, "delete_selected": edit.delete_selected,
             "rotate_left": edit.rotate_left, "rotate_right": edit.rotate_right, "revert_edits": edit.revert,
+            "toggle_lock_selected": self.toggle_lock_selected,
             "run": self.run, "pause": self.pause, "step_em": self.step_em, "step_sweep": self.step_sweep,
             "stop": self.stop, "reset": self.reset, "run_all": self.run_all, "next_page": self.next_page,
             "previous_page": self.previous_page,
@@ -210,6 +212,8 @@ class MainWindow(QMainWindow):
         for source in (self.edit, self.truth, self.exports):
             source.message.connect(self.banner.show_message)
         self.edit.status.connect(self.statusBar().showMessage)
+        self.edit.needsPreparation.connect(self.jobs.prepare)
+        self.line_table.lockToggled.connect(self._on_lock_toggled)
         self.exports.written.connect(lambda path: self.statusBar().showMessage(f"wrote {path}", 5000))
         self.tasks.internalError.connect(self.banner.show_message)
         self.tasks.finished.connect(self._emit_if_idle)
@@ -282,8 +286,12 @@ class MainWindow(QMainWindow):
     def _run_params(self) -> tuple[Parameters, bool]:
         return self.param_panel.params, self.param_panel.needs_preparation()
 
-    def _segments_for_run(self, path: str, shown: bool) -> np.ndarray | None:
-        return self.edit.segments_for_run() if shown else self.edits.saved_edits(path)
+    def _run_inputs(self, path: str, shown: bool) -> tuple[Any, str | None, dict[str, Any]]:
+        """What a run of page ``path`` starts from (see :class:`JobController`)."""
+        if shown:
+            return self.edit.lines_for_run(), None, self.edit.summary()
+        saved = self.edits.saved_edits(path)
+        return None, saved, {"edited": saved is not None, "edits_file": saved}
 
     def _running(self) -> bool:
         return self.jobs.mode() == RUN
@@ -378,6 +386,7 @@ class MainWindow(QMainWindow):
             seg, overlay, meta = result
             self.session.set_finished(seg, overlay)
             self.canvas.set_labels(overlay)
+            self._show_saved_initial_lines(meta)
             iterations = f", {meta['iterations']} EM iterations" if "iterations" in meta else ""
             self._set_stage(f"saved result: {len(seg.lines)} lines{iterations}")
             self.plots.show_note("A saved result: its EM iterations are not kept. Run shows them again.")
@@ -387,6 +396,18 @@ class MainWindow(QMainWindow):
         if gt:
             self.truth.load(gt)
         self.jobs.run_all_next()  # "Run all" waited for this page to be shown
+
+    def _show_saved_initial_lines(self, meta: dict[str, Any]) -> None:
+        """The initial lines a saved result started from, drawn until the page is prepared
+        (an edit, Reset or Revert prepares it; then the lines are the preparation's or the
+        user's autosaved ones)."""
+        from engine.model import LineSet
+
+        try:
+            lines = LineSet.from_dict(meta["initial_lines"])
+        except (KeyError, TypeError, ValueError):
+            return
+        self.canvas.set_initial_lines(lines.segments(), lines.locked)
 
     def _on_load_failed(self, _path: str, message: str) -> None:
         self._set_stage("no page" if self.session.path is None else self.status_stage.text())
@@ -448,16 +469,23 @@ class MainWindow(QMainWindow):
         self.canvas.set_mismatch(None)
         self.canvas.show_snapshot(None)
         self._set_stage("ready" if self.session.prep is not None else "page")
+        self.jobs.prepare()  # a page shown from its saved result: its initial lines now
 
     def _show_prepared(self, prep: Any, geometry: Any) -> None:
-        self.session.set_prepared(prep)
+        # A result shown before the page was prepared (saved, or run in the background) stays.
+        keep = self.session.segmentation is not None and not self.session.snapshots
+        self.session.set_prepared(prep, keep_result=keep)
         self.param_panel.prepared_with = prep.params
         self.param_panel.show_status()
         self.canvas.set_prep(prep, geometry)
         self.status_scale.setText(scale_text(prep))
-        self.edit.prepared(prep.initial_lines.segments(), self.canvas)
+        self.edit.prepared(prep)
         self.truth.forget_if_not(prep.shape)
-        self._set_stage("prepared")
+        if keep:
+            self.canvas.set_labels(self.session.label_overlay)
+            self.truth.redraw()
+        shown = f" (the result shown: {len(self.session.segmentation.lines)} lines)" if keep else ""
+        self._set_stage("prepared" + shown)
 
     def _on_run_started(self) -> None:
         self.canvas.set_labels(None)
@@ -507,12 +535,26 @@ class MainWindow(QMainWindow):
         self.edit.set_mode(mode)
         for m, action in self.mode_actions.items():
             action.setChecked(m == mode)
+        self.presenter.refresh()  # the table shows the initial lines while they are edited
+
+    def toggle_lock_selected(self) -> None:
+        """Lock (or unlock) the selected initial line: EM keeps it where it is."""
+        lines, kind = self.presenter.table_source()
+        index = self.editor.selected if kind == "initial" else -1
+        if lines is None or not 0 <= index < len(lines):
+            self.statusBar().showMessage("Select an initial line first (Edit ▸ Select / move, or its row "
+                                         "in the line table while the lines are edited).", 6000)
+            return
+        self.edit.toggle_lock(index)
+
+    def _on_lock_toggled(self, row: int, _locked: bool) -> None:
+        self.edit.toggle_lock(row)
 
     def save_edits(self, path: str) -> None:
         self.edit.save(path)
 
-    def load_edits(self, path: str) -> None:
-        self.edit.load(path)
+    def load_initial_lines(self, path: str, lock: bool = False) -> None:
+        self.edit.load(path, lock)
 
     def revert_edits(self) -> None:
         self.edit.revert()
@@ -524,7 +566,7 @@ class MainWindow(QMainWindow):
     def _export_source(self) -> ExportSource:
         return ExportSource(self.session.path or "", self.session.run_params or self.param_panel.params,
                             self.session.segmentation, self.session.current_snapshot(),
-                            self.edit.segments_for_run())
+                            self.edits.lines if self.edits.prepared is not None else None, self.edit.summary())
 
     def _export_folder(self) -> Path:
         return Path(self.session.path or os.getcwd()).parent
