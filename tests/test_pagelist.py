@@ -21,7 +21,7 @@ from engine import batch
 from engine.evaluate import find_ground_truth
 from engine.export import read_outputs, validate_page_xml
 from engine.params import Parameters
-from tlgui.document import DONE, FAILED, NOT_RUN, scan_document
+from tlgui.document import DONE, FAILED, NOT_RUN, cache_complete, scan_document
 from tlgui.pagelist import COLUMNS
 from tlgui.probe import GapProbe
 from tlgui.window import MainWindow
@@ -99,10 +99,19 @@ def test_folder_runs_all_with_ground_truth_and_sorts_worst_first(
     qtbot.waitUntil(lambda: all(p.fm is not None and p.saved for p in window.document.pages), timeout=30_000)
     fms = [p.fm for p in window.document.pages]
     assert fms[WORST] < min(fms[k] for k in range(3) if k != WORST)
-    # Each page's outputs were written, as tlseg writes them, to the document's output folder.
+    # Each page's result was written to the window's results cache, compact: the labels as a
+    # 16-bit PNG and the JSON (with the initial lines and the edits), no .dat nor overlay.
+    outdir = window.document.outdir
+    assert window.document.cache
     for p in docs:
-        assert batch.outputs_complete(window.document.outdir, p.stem)
-        assert len(read_outputs(window.document.outdir, p.stem).seg.lines) == p.lines
+        assert cache_complete(outdir, p.stem) and not batch.outputs_complete(outdir, p.stem)
+        assert sorted(f.name for f in outdir.glob(f"{p.stem}.*")) == [f"{p.stem}.json", f"{p.stem}.labels.png"]
+        saved = read_outputs(outdir, p.stem)
+        assert len(saved.seg.lines) == p.lines and saved.meta["compact"] and saved.meta["edited"] is False
+        assert len(saved.meta["initial_lines"]["lines"]) >= p.lines - 2
+    # Run all ends with a summary, FM included once the pages are scored.
+    summary = f"Run all: 3 of 3 done, 0 failed, median FM {np.median(fms):.3f} over 3 pages with ground truth"
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage() == summary, timeout=10_000)
     rows = row_texts(window)
     assert all(row[1] == DONE and int(row[2]) > 0 for row in rows)
     # Sorting by FM puts the worst page first; the next-page key follows the sorted order.

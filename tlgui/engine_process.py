@@ -32,6 +32,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engine import pipeline
 from engine.model import LineSet, Preparation, Snapshot
 from engine.params import Parameters
@@ -419,8 +421,9 @@ def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage]
 
 def write_outputs(outputs: Outputs, path: str, prep: Preparation, initial: LineSet, last: Snapshot, seg: Any,
                   run_s: float) -> None:
-    """A finished page's outputs, as ``tlseg`` writes them, with its times, EM figures and
-    the initial lines EM started from (``tlseg segment --initial-lines`` reads them back)."""
+    """A finished page's outputs, as ``tlseg`` writes them (or the window's compact cache
+    entry), with its times, EM figures and the initial lines EM started from (``tlseg
+    segment --initial-lines`` reads them back)."""
     from engine import export
 
     timings = {k: float(v) for k, v in dict(prep.timings or {}).items()}
@@ -429,7 +432,37 @@ def write_outputs(outputs: Outputs, path: str, prep: Preparation, initial: LineS
     meta = {**outputs.extra, "seed": prep.params.seed, "timings": timings, "iterations": int(last.iteration),
             "converged": bool(last.converged), "preparation": pipeline.preparation_summary(prep),
             "initial_lines": initial.to_dict()}
-    export.write_outputs(outputs.folder, outputs.stem, prep.gray, seg, Path(path).name, meta)
+    if outputs.compact and (seg.labels.size == 0 or int(seg.labels.max()) <= 65535):
+        write_compact_outputs(outputs.folder, outputs.stem, seg, Path(path).name, meta)
+    else:
+        export.write_outputs(outputs.folder, outputs.stem, prep.gray, seg, Path(path).name, meta)
+
+
+def write_compact_outputs(folder: str, stem: str, seg: Any, image_name: str, meta: dict[str, Any]) -> None:
+    """The window's cache entry of a page: ``<stem>.labels.png`` (16-bit, compressed) and
+    ``<stem>.json`` (as ``tlseg`` writes it, with ``"compact": true``), each written
+    atomically; the JSON, which marks the entry complete, is removed first and written last."""
+    import json
+
+    from engine import export
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    h, w = seg.labels.shape
+    meta = {**meta, "lines": seg.lines.to_dict(), "n_lines": len(seg.lines), "image": image_name,
+            "shape": [int(h), int(w)], "compact": True}
+    (out / f"{stem}.json").unlink(missing_ok=True)
+    export.write_label_png(out / f"{stem}.labels.png", seg.labels)
+    text = json.dumps(meta, indent=2, default=_json_value, allow_nan=True)
+    export.atomic_write_bytes(out / f"{stem}.json", text.encode("utf-8"))
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def child_main(inbox: Connection, outbox: Connection) -> None:

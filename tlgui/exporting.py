@@ -84,6 +84,7 @@ class ExportController(QObject):
 
     message = Signal(str, str)  # text, level
     written = Signal(str)       # path
+    folderChosen = Signal(str)  # the folder the user exported to (the next dialog starts there)
 
     def __init__(self, tasks: TaskRunner, canvas: PageCanvas, source: Any, default_folder: Any,
                  parent_widget: QWidget) -> None:
@@ -94,14 +95,19 @@ class ExportController(QObject):
         self.default_folder = default_folder
         self.parent_widget = parent_widget
 
+    def default_path(self, kind: str) -> Path:
+        """The file an export dialog proposes: the page's stem and the kind's suffix, in the
+        default folder (never the folder of the input page)."""
+        stem = Path(self.source().page_path or "page").stem
+        return Path(self.default_folder()) / (stem + EXPORTS[kind][2])
+
     def choose(self, kind: str) -> None:
-        title, filt, suffix = EXPORTS[kind]
-        src = self.source()
-        stem = Path(src.page_path or "page").stem
-        folder = Path(self.default_folder())
-        path, _ = QFileDialog.getSaveFileName(self.parent_widget, title.rstrip("…"),
-                                              str(folder / (stem + suffix)), filt)
+        title, filt, _suffix = EXPORTS[kind]
+        proposed = self.default_path(kind)
+        proposed.parent.mkdir(parents=True, exist_ok=True)  # the dialog opens in it
+        path, _ = QFileDialog.getSaveFileName(self.parent_widget, title.rstrip("…"), str(proposed), filt)
         if path:
+            self.folderChosen.emit(str(Path(path).parent))
             self.export(kind, path)
 
     def export(self, kind: str, path: str) -> None:

@@ -58,7 +58,9 @@ class JobController(QObject):
     reopenPage = Signal(int)           # ... but must be reopened from its outputs
     pageWritten = Signal(int)          # a background page's outputs were written
     jobEnded = Signal()                # the shown page's job ended (whatever its status)
+    pageTime = Signal(float)           # seconds the shown page took (preparation and run)
     warning = Signal(str)              # the user asked for what cannot be done now
+    runAllFinished = Signal()          # "Run all" ran every page it had to
     editingAllowed = Signal(bool)      # the initial lines may be edited (no job uses them)
     stateChanged = Signal()            # buttons to update
     statusMessage = Signal(str, int)   # text, ms (0: until the next)
@@ -91,6 +93,8 @@ class JobController(QObject):
         self._bg_result: tuple[Any, Any] | None = None
         self._bg_failure = ""
         self.closed = False
+        #: Asks the user a yes/no question (the window's dialog; tests answer it themselves).
+        self.confirm: Callable[[str], bool] = lambda _question: True
         self.engine_process = EngineProcess()
         self.engine = WorkerThread(EngineWorker(self.engine_process), "tlgui-engine")
         self.runJob.connect(self.engine.worker.run)
@@ -125,11 +129,28 @@ class JobController(QObject):
         return Job(self._counter, path, params, control, **kwargs)
 
     def _outputs(self, index: int, params: Parameters, record: dict[str, Any]) -> Outputs | None:
-        outdir = self._outdir()
-        if index < 0 or outdir is None:
+        """Where a document page's run writes its outputs: its preset's results folder (the
+        window's cache: compact).  None for a page outside the document."""
+        folder = self.document.results_folder(params.preset_name)
+        if index < 0 or folder is None:
             return None
         page = self.document.pages[index]
-        return Outputs(str(outdir), page.stem, {"source": page.path, "parameters": params.to_dict(), **record})
+        return Outputs(str(folder), page.stem, {"source": page.path, "parameters": params.to_dict(), **record},
+                       compact=self.document.cache)
+
+    def _may_replace(self, index: int, params: Parameters) -> bool:
+        """Whether a run of page ``index`` with ``params`` may replace its saved result: yes
+        when there is none under this preset or it was made with the same parameters, else
+        the user says."""
+        if index < 0 or params.preset_name != self.document.preset:
+            return True
+        page = self.document.pages[index]
+        mine = params.preset_summary()
+        if not page.saved or page.preset in (None, mine):
+            return True
+        return self.confirm(f"{page.name} has a saved result made with {page.preset}. Replace it with the "
+                            f"result of this run ({mine})?\n\nNo: run without saving it (the saved result "
+                            "stays; change the preset to keep both).")
 
     # ================================================================ the shown page's jobs
     def start(self, em: bool, mode: str) -> None:
@@ -146,8 +167,9 @@ class JobController(QObject):
         index = self.document.index_of(path)
         lines, lines_file, record = self._run_inputs(path, True) if em else (None, None, {})
         # A document's page: the engine writes its outputs, to be shown without a re-run.
+        outputs = self._outputs(index, params, record) if em and self._may_replace(index, params) else None
         self.job = self._new_job(path, params, mode, prep=prep, lines=lines, lines_file=lines_file, em=em,
-                                 outputs=self._outputs(index, params, record) if em else None)
+                                 outputs=outputs)
         if self.bg_job is not None:
             self.stageText.emit(f"waiting for the engine (running {Path(self.bg_job.path).name} in the background)")
         if em:
@@ -277,6 +299,7 @@ class JobController(QObject):
             self.stageText.emit("failed")
         was_prep_only = not self.job.em
         wrote = self.job.outputs is not None
+        run_preset = self.job.params.preset_summary()
         seconds = time.perf_counter() - self.started
         self.job = None
         self.editingAllowed.emit(True)
@@ -292,20 +315,24 @@ class JobController(QObject):
             self.page_ended(self.session.path, FAILED, self._failure or "the engine failed")
         elif not was_prep_only:
             self.page_seconds = self.prep_seconds + seconds
-            self.page_ended(self.session.path, DONE if done.status == "finished" else NOT_RUN, saved=wrote)
+            self.pageTime.emit(self.page_seconds)
+            self.page_ended(self.session.path, DONE if done.status == "finished" else NOT_RUN, saved=wrote,
+                            preset=run_preset)
         self.run_all_next()
         self.idle.emit()
 
     # ================================================================ the document's rows
-    def page_ended(self, path: str | None, state: str, error: str = "", saved: bool = False) -> None:
+    def page_ended(self, path: str | None, state: str, error: str = "", saved: bool = False,
+                   preset: str | None = None) -> None:
         """The shown page's run ended (``state`` done, failed, or not run when cancelled):
-        update the document (``saved``: the engine wrote the outputs)."""
+        update the document (``saved``: the engine wrote the outputs, made with ``preset``)."""
         index = self.document.index_of(path)
         if index >= 0:
             if state == DONE and self.session.segmentation is not None:
+                page = self.document.pages[index]
                 self.document.update(index, state=DONE, lines=len(self.session.segmentation.lines),
-                                     seconds=self.page_seconds, error="",
-                                     saved=saved or self.document.pages[index].saved)
+                                     seconds=self.page_seconds, error="", saved=saved or page.saved,
+                                     preset=preset if saved or preset is None else f"{preset} (not saved)")
             elif state == FAILED:
                 self.document.update(index, state=FAILED, error=error, lines=None, fm=None)
             else:
@@ -342,8 +369,8 @@ class JobController(QObject):
         self.run_queue = [i for i in self.run_queue if self.document.pages[i].state not in (DONE, RUNNING)]
         if not self.run_queue:
             self.run_queue = None
-            self.statusMessage.emit("Run all: finished.", 8000)
             self.stateChanged.emit()
+            self.runAllFinished.emit()
             return
         index = self.run_queue.pop(0)
         params, needs_preparation = self._params()
@@ -387,7 +414,8 @@ class JobController(QObject):
         if status == "finished" and result is not None and index >= 0:
             seg, rgba = result
             self.document.update(index, state=DONE, lines=len(seg.lines), error="", saved=True,
-                                 seconds=time.perf_counter() - self._bg_started)
+                                 seconds=time.perf_counter() - self._bg_started,
+                                 preset=job.params.preset_summary())
             self.pageWritten.emit(index)
             if index == self.current_index() and not self.running_em():
                 self._show_background_result(index, seg, rgba)

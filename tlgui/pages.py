@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from engine import export as engine_export
 from engine.io import load_page
 
-from .document import Document, PageEntry, saved_fm, scan_document
+from .document import Document, PageEntry, saved_fm, saved_states, scan_document
 from .geometry import image_pyramid, label_overlay
 from .jobs import JobController
 from .session import Session
@@ -33,6 +33,7 @@ class PageController(QObject):
     loadFailed = Signal(str, str)                       # path, message
     documentOpened = Signal(list)                       # warnings
     documentFailed = Signal(str)                        # message (the current document stays)
+    scoringDone = Signal()                              # no saved result is left to score
     pageOpening = Signal()                              # a page is being opened
     pageChosen = Signal(int)                            # a document page is being opened
     stageText = Signal(str)
@@ -86,27 +87,55 @@ class PageController(QObject):
         self.loadFailed.emit(failed_path or "", message)
 
     # ================================================================ documents
-    def open_document(self, specs: list[str]) -> None:
-        """Open folders and files as one document (found off the GUI thread); its first page
-        is shown.  A folder of ``tlseg`` outputs shows its results without running."""
-        self.jobs.stop_run_all()
-        self._fm_queue = []
+    def open_document(self, specs: list[str], preset: str = "default") -> None:
+        """Open folders and files (with their subfolders) as one document (found off the GUI
+        thread); its first page is shown.  A folder of ``tlseg`` outputs shows its results
+        without running.  When nothing can be opened (no page, an unreadable folder) the
+        document open before stays as it was."""
         specs = [os.path.abspath(s) for s in specs]
         root = results_dir()
         self.stageText.emit("opening document")
-        self.tasks.submit("document", lambda: scan_document(specs, root), self._on_document,
-                          self.documentFailed.emit)
+        self.tasks.submit("document", lambda: scan_document(specs, root, preset),
+                          lambda scanned: self._on_document(scanned, root, preset, specs),
+                          lambda message: self.documentFailed.emit(f"Cannot open {', '.join(specs)}: {message}"))
 
-    def _on_document(self, scanned: tuple[list[PageEntry], Path, list[str]]) -> None:
+    def _on_document(self, scanned: tuple[list[PageEntry], Path, list[str]], root: Path, preset: str,
+                     specs: list[str]) -> None:
         pages, outdir, warnings = scanned
-        self.document.set_pages(pages, outdir)
+        if not pages:
+            self.documentFailed.emit(f"No pages in {', '.join(specs)} (nor in its subfolders): "
+                                     "the document open before stays as it was.")
+            return
+        self.jobs.stop_run_all()
+        cache = Path(os.path.abspath(outdir)).is_relative_to(os.path.abspath(root))
+        self.document.set_pages(pages, outdir, preset, cache)
         self.documentOpened.emit(warnings)
-        if pages:
-            self.show_page(0)
+        self.show_page(0)
         # FM of the saved results, in the background: one page at a time, so that a page the
         # user opens meanwhile waits for one scoring at most (the task thread runs in order).
         self._fm_queue = [i for i, page in enumerate(pages) if page.saved and page.gt_path]
         self._score_next_saved()
+
+    def use_preset(self, preset: str) -> None:
+        """The rows show the results of ``preset`` (read off the GUI thread): done where that
+        preset's result of the page is saved, else not run."""
+        if self.document.outdir is None or preset == self.document.preset or self.jobs.run_queue is not None:
+            return
+        pages, outdir = list(self.document.pages), self.document.outdir
+
+        def on_states(rows: list[dict[str, Any]]) -> None:
+            if self.document.outdir != outdir or len(self.document.pages) != len(rows):
+                return
+            self.document.preset = preset
+            self._fm_queue = []
+            for index, row in enumerate(rows):
+                if self.document.pages[index].state != "running":
+                    self.document.update(index, **row)
+            self._fm_queue = [i for i, page in enumerate(self.document.pages) if page.saved and page.gt_path]
+            self._score_next_saved()
+
+        self.tasks.submit("preset rows", lambda: saved_states(pages, outdir, preset), on_states,
+                          lambda _message: None)
 
     @Slot(int)
     def score_saved(self, index: int) -> None:
@@ -117,12 +146,17 @@ class PageController(QObject):
         if not self._fm_scoring:
             self._score_next_saved()
 
+    def scoring(self) -> bool:
+        """Whether saved results are still being scored."""
+        return self._fm_scoring
+
     def _score_next_saved(self) -> None:
         self._fm_scoring = bool(self._fm_queue)
         if not self._fm_queue:
+            self.scoringDone.emit()
             return
         index = self._fm_queue.pop(0)
-        page, outdir = self.document.pages[index], self.document.outdir
+        page, outdir = self.document.pages[index], self.document.results_folder()
 
         def on_fm(fm: float | None) -> None:
             if fm is not None and self.document.index_of(page.path) == index \
@@ -143,7 +177,8 @@ class PageController(QObject):
         """Open page ``index`` of the document: its saved outputs if it has them, else the
         page itself (prepared at once, as any opened page)."""
         page = self.document.pages[index]
-        saved = (self.document.outdir, page.stem) if page.saved and self.document.outdir else None
+        folder = self.document.results_folder()
+        saved = (folder, page.stem) if page.saved and folder is not None else None
         self.open_page(page.path, saved)
         self.pageChosen.emit(index)
 

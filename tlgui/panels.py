@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QFontMetricsF
+from PySide6.QtGui import QFont, QFontMetricsF, QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -69,7 +69,9 @@ class LayerPanel(QWidget):
         self.mode.currentIndexChanged.connect(self._on_mode)
         grid.addWidget(QLabel("Posterior shows"), len(LAYERS), 0)
         grid.addWidget(self.mode, len(LAYERS) + 1, 0, 1, 2)
-        grid.setRowStretch(len(LAYERS) + 2, 1)  # spare height below the rows, not between them
+        self.scale = ColourScale()
+        grid.addWidget(self.scale, len(LAYERS) + 2, 0, 1, 2)
+        grid.setRowStretch(len(LAYERS) + 3, 1)  # spare height below the rows, not between them
 
     def _on_toggled(self, checked: bool) -> None:
         name = self.sender().objectName().removeprefix("layer-")
@@ -80,7 +82,51 @@ class LayerPanel(QWidget):
         self.opacityChanged.emit(name, value / 100.0)
 
     def _on_mode(self, index: int) -> None:
+        self.scale.set_mode(POSTERIOR_MODES[index])
         self.posteriorModeChanged.emit(POSTERIOR_MODES[index])
+
+
+#: What the posterior's sequential colours mean in each mode: (low end, high end, tooltip).
+SCALE_TEXTS = {
+    "entropy": ("0 certain", "1 uncertain", "entropy of each sample's posterior over its top lines, "
+                "divided by log k (1: spread evenly over the k lines kept)"),
+    "selected": ("0", "1", "posterior probability of the selected line at each sample"),
+}
+
+
+class ColourScale(QWidget):
+    """The colour bar of the posterior's sequential colouring (entropy, selected line's
+    posterior): the palette's levels left to right, with what the two ends mean.  Hidden in
+    the arg-max mode, whose colours are the lines'."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        from .canvas import _LEVEL0, N_LEVELS, POSTERIOR_PALETTE
+
+        self.levels = np.ascontiguousarray(POSTERIOR_PALETTE[_LEVEL0: _LEVEL0 + N_LEVELS, :3])
+        layout = QGridLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.setVerticalSpacing(0)
+        self.bar = QLabel()
+        self.bar.setObjectName("colour-scale")
+        self.bar.setFixedHeight(12)
+        self.bar.setScaledContents(True)
+        image = QImage(self.levels.tobytes(), N_LEVELS, 1, 3 * N_LEVELS, QImage.Format.Format_RGB888)
+        self.bar.setPixmap(QPixmap.fromImage(image.copy()))
+        self.low, self.high = QLabel(), QLabel()
+        self.high.setAlignment(Qt.AlignmentFlag.AlignRight)
+        layout.addWidget(self.bar, 0, 0, 1, 2)
+        layout.addWidget(self.low, 1, 0)
+        layout.addWidget(self.high, 1, 1)
+        self.set_mode("argmax")
+
+    def set_mode(self, mode: str) -> None:
+        texts = SCALE_TEXTS.get(mode)
+        self.setVisible(texts is not None)
+        if texts is not None:
+            self.low.setText(texts[0])
+            self.high.setText(texts[1])
+            self.setToolTip(texts[2])
 
 
 # --------------------------------------------------------------------------------------------- params

@@ -21,7 +21,6 @@ document, edits) knows nothing of Qt; the widgets observe it.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QMainWindow,
+    QMessageBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -55,7 +55,7 @@ from .pages import PageController
 from .panels import GroundTruthPanel, LayerPanel, ParameterPanel, PlotsPanel
 from .presenter import SnapshotPresenter
 from .session import Metrics, Session
-from .settings import WindowSettings, autosave_dir
+from .settings import WindowSettings, autosave_dir, exports_dir
 from .tasks import HandlerTimes, TaskRunner
 from .truth import GroundTruthController
 from .widgets import Banner, RunControls, StatusFields, scale_text
@@ -65,6 +65,21 @@ __all__ = ["MainWindow"]
 SWITCH_INTERVAL_S = 0.0005
 #: File-dialog patterns of the pages the engine reads (engine.io.IMAGE_SUFFIXES).
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
+
+
+def run_all_summary(pages: list[Any], scoring: bool) -> str:
+    """``Run all: 25 of 25 done, 2 failed, median FM 0.851 over 23 pages with ground truth``."""
+    from .document import DONE, FAILED
+
+    done = sum(p.state == DONE for p in pages)
+    failed = sum(p.state == FAILED for p in pages)
+    fms = [p.fm for p in pages if p.state == DONE and p.fm is not None]
+    text = f"Run all: {done} of {len(pages)} done, {failed} failed"
+    if fms:
+        text += f", median FM {float(np.median(fms)):.3f} over {len(fms)} pages with ground truth"
+    if scoring:
+        text += " (FM still being scored)"
+    return text
 
 
 class MainWindow(QMainWindow):
@@ -88,6 +103,7 @@ class MainWindow(QMainWindow):
         self.slow_handlers = self.times.slow  # GUI-thread handlers that took long (tlgui.probe)
         self.page_gray: np.ndarray | None = None
         self._closed = False
+        self._run_all_summary_due = False
         self._build_widgets()
         self._build_controllers()
         self._build_docks()
@@ -205,7 +221,7 @@ class MainWindow(QMainWindow):
         self.layer_panel.visibilityChanged.connect(self._on_layer_visible)
         self.layer_panel.opacityChanged.connect(self._on_layer_opacity)
         self.layer_panel.posteriorModeChanged.connect(self._on_posterior_mode)
-        self.param_panel.changed.connect(self.settings.save_params)
+        self.param_panel.changed.connect(self._on_params_changed)
         self.page_list.pageActivated.connect(self.pages.go_to_page)
         self.canvas.lineClicked.connect(self._on_line_clicked)
         self.session.subscribe("metrics", self._on_session_metrics)
@@ -214,7 +230,8 @@ class MainWindow(QMainWindow):
         self.edit.status.connect(self.statusBar().showMessage)
         self.edit.needsPreparation.connect(self.jobs.prepare)
         self.line_table.lockToggled.connect(self._on_lock_toggled)
-        self.exports.written.connect(lambda path: self.statusBar().showMessage(f"wrote {path}", 5000))
+        self.exports.written.connect(self._on_exported)
+        self.exports.folderChosen.connect(lambda folder: self.settings.set_value("dirs/export", folder))
         self.tasks.internalError.connect(self.banner.show_message)
         self.tasks.finished.connect(self._emit_if_idle)
         jobs = self.jobs
@@ -227,11 +244,14 @@ class MainWindow(QMainWindow):
         jobs.reopenPage.connect(self.pages.show_page)
         jobs.pageWritten.connect(self.pages.score_saved)
         jobs.jobEnded.connect(self._on_job_ended)
+        jobs.pageTime.connect(lambda seconds: self.status.elapsed.setText(f"{seconds:6.1f} s"))
         jobs.warning.connect(lambda text: self.banner.show_message(text, "warning"))
         jobs.editingAllowed.connect(self.editor.set_enabled)
         jobs.stateChanged.connect(self._update_buttons)
         jobs.statusMessage.connect(self.statusBar().showMessage)
         jobs.idle.connect(self._emit_if_idle)
+        jobs.runAllFinished.connect(self._on_run_all_finished)
+        jobs.confirm = self.ask
         pages = self.pages
         pages.stageText.connect(self._set_stage)
         pages.pageOpening.connect(self._on_page_opening)
@@ -240,6 +260,7 @@ class MainWindow(QMainWindow):
         pages.documentOpened.connect(self._on_document_opened)
         pages.documentFailed.connect(self._on_document_failed)
         pages.pageChosen.connect(self.page_list.set_current)
+        pages.scoringDone.connect(self._on_scoring_done)
 
     def _restore(self) -> None:
         """Parameters, layers and geometry as the last session left them."""
@@ -296,6 +317,17 @@ class MainWindow(QMainWindow):
     def _running(self) -> bool:
         return self.jobs.mode() == RUN
 
+    def ask(self, question: str) -> bool:
+        """A yes/no question to the user (a dialog: only for what must not happen unasked)."""
+        answer = QMessageBox.question(self, "tlgui", question,
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _on_params_changed(self, params: Parameters) -> None:
+        self.settings.save_params(params)
+        self.pages.use_preset(params.preset_name)  # the page list shows this preset's results
+
     def _emit_if_idle(self) -> None:
         if not self.is_busy():
             self.idle.emit()
@@ -337,7 +369,7 @@ class MainWindow(QMainWindow):
             self.banner.hide()
 
     def open_document(self, specs: list[str]) -> None:
-        self.pages.open_document(specs)
+        self.pages.open_document(specs, self.param_panel.params.preset_name)
 
     def open_paths(self, paths: list[str]) -> None:
         """One page file opens as a page; a folder or several files as a document."""
@@ -379,6 +411,9 @@ class MainWindow(QMainWindow):
         self.settings.set_value("dirs/page", str(Path(path).parent))
         h, w = page.gray.shape[:2]
         self._set_stage(f"page {w}×{h}")
+        # The status bar is this page's: nothing of the page shown before stays.
+        self.status_scale.setText("")
+        self.status.elapsed.setText("")
         self.jobs.prep_seconds = 0.0
         index = self.document.index_of(path)
         self.page_list.set_current(index)
@@ -398,11 +433,21 @@ class MainWindow(QMainWindow):
         self.jobs.run_all_next()  # "Run all" waited for this page to be shown
 
     def _show_saved_initial_lines(self, meta: dict[str, Any]) -> None:
-        """The initial lines a saved result started from, drawn until the page is prepared
-        (an edit, Reset or Revert prepares it; then the lines are the preparation's or the
-        user's autosaved ones)."""
+        """The scale, time and initial lines a saved result records; the lines are drawn until
+        the page is prepared (an edit, Reset or Revert prepares it; then the lines are the
+        preparation's or the user's autosaved ones)."""
         from engine.model import LineSet
 
+        found = meta.get("preparation") or {}
+        if "h_cc" in found and "w_cc" in found:
+            area = (found.get("page_area") or {}).get("fraction")
+            self.status_scale.setText(f"H_cc {found['h_cc']:.0f} px · W_cc {found['w_cc']:.0f} px"
+                                      + ("" if area is None else f" · page {100 * area:.0f} %"))
+        index = self.document.index_of(self.session.path)
+        total = self.document.pages[index].seconds if index >= 0 else None  # as the page list says
+        total = (meta.get("timings") or {}).get("total") if total is None else total
+        if total is not None:
+            self.status.elapsed.setText(f"{float(total):6.1f} s")
         try:
             lines = LineSet.from_dict(meta["initial_lines"])
         except (KeyError, TypeError, ValueError):
@@ -421,8 +466,25 @@ class MainWindow(QMainWindow):
             self._set_stage("no page" if self.session.path is None else self.status_stage.text())
 
     def _on_document_failed(self, message: str) -> None:
-        self._set_stage("no page" if self.session.path is None else self.session.stage)
-        self.banner.show_message(f"document failed: {message}")
+        self._set_stage("no page" if self.session.path is None else f"page {Path(self.session.path).name}")
+        self.banner.show_message(message, "warning")
+
+    def _on_run_all_finished(self) -> None:
+        self._run_all_summary_due = True
+        self._show_run_all_summary()
+
+    def _on_scoring_done(self) -> None:
+        if self._run_all_summary_due:
+            self._show_run_all_summary()
+
+    def _show_run_all_summary(self) -> None:
+        """``Run all: 25 of 25 done, 2 failed, median FM 0.85 (23 pages with ground truth)``, in
+        the status bar and the banner; again when the last FM is scored."""
+        scoring = self.pages.scoring()
+        self._run_all_summary_due = scoring
+        text = run_all_summary(self.document.pages, scoring)
+        self.statusBar().showMessage(text)
+        self.banner.show_message(text, "info")
 
     # ================================================================ document
     def go_to_page(self, index: int) -> None:
@@ -569,7 +631,19 @@ class MainWindow(QMainWindow):
                             self.edits.lines if self.edits.prepared is not None else None, self.edit.summary())
 
     def _export_folder(self) -> Path:
-        return Path(self.session.path or os.getcwd()).parent
+        """Where the export dialogs start: the folder last exported to, else the document's
+        results folder, else ``~/tlgui-exports``; never the folder of the page itself."""
+        page_dir = Path(self.session.path).parent if self.session.path else None
+        candidates = [self.settings.value("dirs/export")]
+        if not self.document.cache:  # a folder of the user's outputs (the cache is the window's)
+            candidates.append(self.document.results_folder())
+        for folder in candidates:
+            if folder and Path(folder) != page_dir:
+                return Path(folder)
+        return exports_dir()
+
+    def _on_exported(self, path: str) -> None:
+        self.statusBar().showMessage(f"wrote {path}", 5000)
 
     def _on_export_action(self) -> None:
         self.exports.choose(self.sender().data())
