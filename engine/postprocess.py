@@ -87,7 +87,6 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     limit = max(params.merge_offset * h_cc, params.merge_offset_pitch * pitch)
     ok = (gap <= params.merge_gap * w_cc) & (offset <= limit)
     ok &= np.isfinite(gap) & ~np.eye(n, dtype=bool)
-    ok &= ~lines.locked[:, None] & ~lines.locked[None, :]  # issue 24: a locked line never merges
     i, j = np.nonzero(np.triu(ok))
     # Closest pairs first; a union-find over the few candidate pairs.
     order = np.argsort(offset[i, j] + np.maximum(gap[i, j], 0) / max(w_cc, 1.0), kind="stable")
@@ -98,10 +97,14 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
             x = root[x]
         return x
 
+    # Issue 24: a locked line is never merged away: a free fragment may join it (the group
+    # keeps the locked line's place), two locked lines never share a group.
+    locked = lines.locked.copy()
     for k in order:
         a_, b_ = find(int(i[k])), find(int(j[k]))
-        if a_ != b_:
+        if a_ != b_ and not (locked[a_] and locked[b_]):
             root[max(a_, b_)] = min(a_, b_)
+            locked[min(a_, b_)] |= locked[max(a_, b_)]
     return np.array([find(x) for x in range(n)])
 
 
