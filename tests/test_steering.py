@@ -171,6 +171,7 @@ def test_noop_edits_give_identical_labels_on_the_sample_page():
     prep = pipeline.prepare(SAMPLE, Parameters())
     unedited = labels_from(prep, prep.initial_lines).labels
     restored = edits.restore_unchanged(prep.initial_lines, noop_edits(prep, prep.initial_lines))
+    assert edits.lines_equal(restored, prep.initial_lines)
     assert np.array_equal(labels_from(prep, restored).labels, unedited)
 
 
@@ -258,11 +259,6 @@ def _polygon(page, k):
     return hull
 
 
-def _baseline(axis, drop):
-    """The axis moved ``drop`` pixels down the page (a baseline under the ink's centre)."""
-    return axis + [0.0, drop]
-
-
 def _pts(xy, sep=","):
     return " ".join(f"{x:.1f}{sep}{y:.1f}" for x, y in xy)
 
@@ -270,9 +266,9 @@ def _pts(xy, sep=","):
 def write_page_xml(path, page, baselines=True, polygons=True, locked=()):
     h, w = page.labels.shape
     rows = []
-    for k, axis in enumerate(_pixel_axes(page)):
+    for k in range(page.n_lines):
         coords = f'<Coords points="{_pts(_polygon(page, k))}"/>' if polygons else ""
-        base = f'<Baseline points="{_pts(_baseline(axis, 9.0))}"/>' if baselines else ""
+        base = f'<Baseline points="{_pts(page.baselines[k])}"/>' if baselines else ""
         custom = ' custom="tlseg {locked:true;}"' if k in locked else ""
         rows.append(f'<TextLine id="l{k}"{custom}>{coords}{base}</TextLine>')
     path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -285,12 +281,12 @@ def write_page_xml(path, page, baselines=True, polygons=True, locked=()):
 def write_alto_xml(path, page, baselines=True, polygons=True):
     h, w = page.labels.shape
     rows = []
-    for k, axis in enumerate(_pixel_axes(page)):
+    for k in range(page.n_lines):
         poly = _polygon(page, k)
         x0, y0 = poly.min(axis=0)
         x1, y1 = poly.max(axis=0)
         shape = f'<Shape><Polygon POINTS="{_pts(poly, " ")}"/></Shape>' if polygons else ""
-        base = f' BASELINE="{_pts(_baseline(axis, 9.0), " ")}"' if baselines else ""
+        base = f' BASELINE="{_pts(page.baselines[k], " ")}"' if baselines else ""
         rows.append(f'<TextLine ID="l{k}" HPOS="{x0}" VPOS="{y0}" WIDTH="{x1 - x0}" HEIGHT="{y1 - y0}"{base}>'
                     f'{shape}</TextLine>')
     path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n<alto xmlns="http://www.loc.gov/standards/alto/ns-v4#">'
@@ -318,12 +314,14 @@ def assert_on_the_ink_centres(page, prep, lines, tolerance):
                                   "alto_polygons", "label_png", "dat"])
 def test_initial_lines_read_from_files(page, prep, tmp_path, kind):
     path = tmp_path / "lines.xml"
-    tolerance = 2.0
+    # The baseline gives the direction: the ink's own axis tilts from it by a few tenths of a
+    # degree (3 px at the ends of a 700 px line); a polygon's or label's axis is the ink's.
+    tolerance = 3.0 if "baselines" in kind else 2.0
     if kind == "page_baselines":
         write_page_xml(path, page)
     elif kind == "page_baselines_only":  # no polygon: moved by the ink above or below it
         write_page_xml(path, page, polygons=False)
-        tolerance = 0.3 * prep.stats.h_cc
+        tolerance = 0.2 * page_xheight(page)
     elif kind == "page_polygons":
         write_page_xml(path, page, baselines=False)
     elif kind == "alto_baselines":
@@ -339,9 +337,28 @@ def test_initial_lines_read_from_files(page, prep, tmp_path, kind):
     lines = read_initial_lines(path, prep)
     assert not lines.locked.any()
     assert_on_the_ink_centres(page, prep, lines, tolerance)
-    # A baseline 9 px under the ink is no line centre: the move is what puts it there.
-    if kind == "page_baselines":
-        assert 9.0 > 2 * tolerance
+    if "baselines" in kind:  # the baselines themselves lie too far from the ink's centre
+        with pytest.raises(AssertionError):
+            straight = np.array([[b[0], b[-1]] for b in page.baselines])
+            assert_on_the_ink_centres(page, prep, edits_lines(prep, straight), 2 * tolerance)
+
+
+def page_xheight(page):
+    """The synthetic hand's x-height: the median height of the line's ink above its baseline."""
+    return float(np.median([_across(page, k) for k in range(page.n_lines)]))
+
+
+def _across(page, k):
+    ys, xs = np.nonzero(page.labels == k + 1)
+    base = page.baselines[k]
+    d = base[-1] - base[0]
+    normal = np.array([d[1], -d[0]]) / np.hypot(*d)  # up the page
+    return float(np.percentile((np.stack([xs, ys], axis=1) - base[0]) @ normal, 75))
+
+
+def edits_lines(prep, segments):
+    return initial_io.lines_from_page_segments(prep, segments, np.full(len(segments), np.nan),
+                                               np.zeros(len(segments), bool))
 
 
 def test_a_page_custom_attribute_locks_a_line(page, prep, tmp_path):
