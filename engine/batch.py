@@ -55,6 +55,10 @@ class PageTask:
     page_index: int = 0
     #: None = :func:`engine.pipeline.segment`; tests pass a module-level double.
     segment_fn: SegmentFn | None = None
+    #: Issue 24: a file of initial lines for this page (engine.initial_io), and whether
+    #: to lock every line read from it.
+    initial_lines: str | None = None
+    lock_initial_lines: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,39 @@ def unique_stems(pages: Sequence[Path]) -> list[str]:
     return result
 
 
+#: Files of initial lines looked for in an ``--initial-lines`` folder, by page stem, in this
+#: order of preference: tlseg's own result, PAGE, ALTO, any XML, label images, ICDAR .dat.
+INITIAL_LINES_SUFFIXES = (".json", ".page.xml", ".alto.xml", ".xml", ".labels.png", ".png", ".tif",
+                          ".tiff", ".dat")
+
+
+def initial_lines_for(spec: str | Path, pages: Sequence[Path], stems: Sequence[str]
+                      ) -> tuple[list[str | None], list[str]]:
+    """Pair ``--initial-lines SPEC`` with the pages: a file goes with the one page (an error
+    with several); a folder gives each page the file named after its output stem, else after
+    its image's stem, with the first suffix of :data:`INITIAL_LINES_SUFFIXES` found (a
+    folder of earlier tlseg outputs pairs with the same pages). Returns the file per page
+    (None: none found) and the problems, one line each."""
+    spec = Path(spec)
+    if spec.is_file():
+        if len(pages) != 1:
+            return [None] * len(pages), [f"--initial-lines {spec} is one file but there are {len(pages)} "
+                                         "pages: give a folder holding a file per page stem"]
+        return [str(spec)], []
+    if not spec.is_dir():
+        return [None] * len(pages), [f"--initial-lines {spec}: no such file or folder"]
+    found: list[str | None] = []
+    problems = []
+    for page, stem in zip(pages, stems, strict=True):
+        hit = next((spec / f"{name}{suffix}" for name in dict.fromkeys((stem, Path(page).stem))
+                    for suffix in INITIAL_LINES_SUFFIXES if (spec / f"{name}{suffix}").is_file()), None)
+        found.append(None if hit is None else str(hit))
+        if hit is None:
+            problems.append(f"--initial-lines {spec} holds no file for page {page} (looked for "
+                            f"{stem}{{{','.join(INITIAL_LINES_SUFFIXES)}}})")
+    return found, problems
+
+
 def output_paths(outdir: str | Path, stem: str) -> list[Path]:
     return [Path(outdir) / f"{stem}{suffix}" for suffix in OUTPUT_SUFFIXES]
 
@@ -243,6 +280,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
         errors.append(PageLoadError)
     except ImportError:
         pass
+    from .initial_io import InitialLinesError
+    errors.append(InitialLinesError)
     return tuple(errors)
 
 
@@ -283,7 +322,14 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
             marks.setdefault(msg, time.perf_counter())
             say(msg)
 
-        prep, snap, seg = segment_fn(page, task.params, stage)
+        if task.initial_lines:
+            from functools import partial
+
+            from .initial_io import read_initial_lines
+            reader = partial(read_initial_lines, task.initial_lines, lock=task.lock_initial_lines)
+            prep, snap, seg = segment_fn(page, task.params, stage, initial_lines=reader)
+        else:
+            prep, snap, seg = segment_fn(page, task.params, stage)
         t_done = time.perf_counter()
         timings = {k: float(v) for k, v in dict(getattr(prep, "timings", {}) or {}).items()}
         timings["load"] = t_loaded - start
@@ -303,6 +349,12 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
             "converged": bool(getattr(snap, "converged", False)),
             "preparation": _summary(prep),
         }
+        started_from = getattr(seg, "initial_lines", None)
+        if started_from is not None:  # the lines EM started from: --initial-lines reruns from them
+            extra["initial_lines"] = started_from.to_dict()
+        if task.initial_lines:
+            extra["initial_lines_file"] = {"path": str(Path(task.initial_lines).resolve()),
+                                           "locked": task.lock_initial_lines}
         say("writing")
         export.write_outputs(task.outdir, task.stem, prep.gray, seg, Path(task.path).name, extra)
         n_lines = len(seg.lines)
@@ -396,7 +448,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
               jobs: int | None = None, overwrite: bool = False, dask_address: str | None = None,
               page_index: int = 0, report_path: str | Path | None = None,
               progress: ProgressFn | None = None, segment_fn: SegmentFn | None = None,
-              stems: Sequence[str] | None = None) -> BatchSummary:
+              stems: Sequence[str] | None = None, initial_lines: Sequence[str | None] | None = None,
+              lock_initial_lines: bool = False) -> BatchSummary:
     """Segment ``pages`` into ``outdir``; see the module docstring.
 
     ``jobs`` worker processes (default: all cores; 1 = in this process); ``dask_address``
@@ -404,6 +457,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
     whose outputs all exist are skipped unless ``overwrite``.  The report (default
     ``outdir/tlseg-report.jsonl``) gets one JSON object per page.  Ctrl-C cancels what is
     pending, stops the workers and returns with ``interrupted`` set (exit code 130).
+    ``initial_lines``: per page, a file of initial lines or None (issue 24; see
+    :func:`initial_lines_for`), all locked with ``lock_initial_lines``.
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -418,7 +473,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
         if not overwrite and outputs_complete(outdir, stem):
             results[i] = PageResult(path, stem, "skipped")
         else:
-            todo.append((i, PageTask(path, stem, str(outdir), params, page_index, segment_fn)))
+            todo.append((i, PageTask(path, stem, str(outdir), params, page_index, segment_fn,
+                                     None if initial_lines is None else initial_lines[i], lock_initial_lines)))
 
     reporter = _Reporter(report, len(todo), progress)
     try:

@@ -153,6 +153,13 @@ def cmd_segment(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot create output folder {outdir}: {exc.strerror}") from None
     stems = batch.unique_stems(pages)
+    initial_lines = None
+    if args.initial_lines is not None:  # issue 24: each page's file of initial lines
+        initial_lines, problems = batch.initial_lines_for(args.initial_lines, pages, stems)
+        if problems:
+            raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    elif args.lock_initial_lines:
+        raise UsageError("--lock-initial-lines needs --initial-lines FILE")
     todo = sum(1 for s in stems if args.overwrite or not batch.outputs_complete(outdir, s))
     printer = ProgressPrinter(args.quiet, pages[0].name if todo == 1 else None)
     if not args.quiet:
@@ -162,7 +169,8 @@ def cmd_segment(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     summary = batch.run_batch(pages, outdir, params, jobs=args.jobs, overwrite=args.overwrite,
                               dask_address=args.dask, page_index=args.page, report_path=args.report,
-                              progress=printer, stems=stems)
+                              progress=printer, stems=stems, initial_lines=initial_lines,
+                              lock_initial_lines=args.lock_initial_lines)
     if summary.interrupted:
         _err(f"interrupted: {summary.format()}; finished pages are kept, rerun to resume")
         return 130
@@ -311,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     seg.add_argument("--dask", metavar="ADDRESS", help="dask scheduler address, or 'local'")
     seg.add_argument("--report", metavar="FILE", help="JSON-lines report (default OUTDIR/tlseg-report.jsonl)")
     seg.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    seg.add_argument("--initial-lines", metavar="FILE", help="start EM from these lines: tlseg JSON, PAGE/ALTO "
+                     "XML (baselines or polygons), a label image or .dat; a folder: one file per page stem")
+    seg.add_argument("--lock-initial-lines", action="store_true",
+                     help="lock every line read from --initial-lines (EM and stage 8 keep it where it is)")
     seg.set_defaults(func=cmd_segment)
 
     ev = sub.add_parser("evaluate", help="score predictions against ground truth")

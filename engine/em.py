@@ -21,7 +21,7 @@ import numpy as np
 from . import message_passing as mp
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
-from .regression import fit_from_moments, point_features
+from .regression import fit_from_moments, point_features, spread_about
 from .unary import interline_space, log_unary_by_line
 
 
@@ -248,7 +248,15 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
         # pi_l = mean posterior over the region's samples, or over the page's (eq. pline).
         prior[st.lines] = moments[:, 0] / (len(st.samples) if params.prior_scope == "region"
                                            else len(prep.samples))
-    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv)
+        # Issue 24: a locked line keeps its place (a, b, c) and extent (sigma_s); only its
+        # spread across the line (about the fixed line) and its prior follow the posterior.
+        fixed = lines.locked[st.lines]
+        if fixed.any():
+            g = st.lines[fixed]
+            a[g], b[g], c[g], ss_[g] = lines.a[g], lines.b[g], lines.c[g], lines.sigma_s[g]
+            spread = spread_about(moments[fixed], origin, lines.a[g], lines.b[g], rot_inv, floor_t)
+            st_[g] = np.where(moments[fixed, 0] > 1.0, spread, lines.sigma_t[g])
+    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked)
 
 
 def dense_posterior(st: _Region) -> np.ndarray:
@@ -316,8 +324,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     t0 = time.perf_counter()
     rot_inv = params.regression == "rotation_invariant"
     if lines.rotation_invariant != rot_inv:
-        lines = LineSet(lines.a, lines.b, lines.c, lines.sigma_t, lines.sigma_s, lines.prior,
-                        lines.region, lines.phi, rot_inv)
+        lines = lines.with_rotation_invariant(rot_inv)
     _check_lines(prep, lines)
     states = _region_states(prep, lines, params)
     moments = np.asarray(params.moments, dtype=np.float64)
