@@ -19,6 +19,7 @@ messages of :mod:`tlgui.messages`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -409,7 +410,7 @@ def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage]
     if last is None:
         raise RuntimeError("the EM run produced no snapshot")
     emit(Stage(job_id, "labelling"))
-    seg = pipeline.finish(prep, last, params)
+    seg = dataclasses.replace(pipeline.finish(prep, last, params), initial_lines=lines)
     control.check()
     overlay = label_overlay(seg.labels)
     control.check()

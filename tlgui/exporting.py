@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from engine import export as engine_export
+from engine.edits import lines_equal
 from engine.model import LineSet, Segmentation, Snapshot
 from engine.params import Parameters
 
@@ -60,16 +61,21 @@ def write_export(kind: str, path: str, src: ExportSource) -> str:
         engine_export.write_alto_xml(path, seg, Path(src.page_path).name, seg.labels.shape)
     elif kind == "json":
         snap = src.snapshot
+        started = getattr(seg, "initial_lines", None) if seg is not None else None
+        started = src.initial_lines if started is None else started
         data: dict[str, Any] = {
             "page": src.page_path,
             "parameters": src.params.to_dict(),
             "final_lines": seg.lines.to_dict() if seg is not None else None,
             "snapshot": None if snap is None else {
                 "iteration": snap.iteration, "sweep": snap.sweep, "lines": snap.lines.to_dict()},
-            # Read back by File > Load initial lines and ``tlseg segment --initial-lines``.
-            "initial_lines": None if src.initial_lines is None else src.initial_lines.to_dict(),
+            # The lines the result started from (read back by File > Load initial lines and
+            # ``tlseg segment --initial-lines``), and the user's edits.
+            "initial_lines": None if started is None else started.to_dict(),
             **src.edits,
         }
+        if src.initial_lines is not None and started is not None and not lines_equal(src.initial_lines, started):
+            data["edited_initial_lines"] = src.initial_lines.to_dict()  # edited since the run
         if seg is not None:
             data["shape"] = [int(v) for v in seg.labels.shape]
         with engine_export.atomic_path(path) as tmp:
