@@ -86,8 +86,11 @@ class LineTableModel(QStandardItemModel):
         if self.editable:
             flags |= Qt.ItemFlag.ItemIsUserCheckable
         lock.setFlags(flags)
-        lock.setCheckState(Qt.CheckState.Checked if locked else Qt.CheckState.Unchecked)
-        lock.setText("" if self.editable else ("locked" if locked else ""))
+        if self.editable:  # a box to tick; else a mark only
+            lock.setCheckState(Qt.CheckState.Checked if locked else Qt.CheckState.Unchecked)
+        else:
+            lock.setData(None, Qt.ItemDataRole.CheckStateRole)
+        lock.setText("" if self.editable else ("✓" if locked else ""))
         gt = self.item(r, GT_COLUMN)
         if gt is None:
             gt = QStandardItem()
@@ -112,9 +115,9 @@ class LineTable(QTableView):
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(18)
-        self.horizontalHeader().setDefaultSectionSize(52)
-        self.setColumnWidth(LOCK_COLUMN, 46)
-        self.setColumnWidth(GT_COLUMN, 30)
+        # Every column in view in the dock's width (no horizontal scrolling to the lock / GT).
+        for column, width in enumerate((48, 46, 52, 52, 52, 44, 48, 46, 34, 28)):
+            self.setColumnWidth(column, width)
         self.selectionModel().selectionChanged.connect(self._on_selection)
         self.table_model.itemChanged.connect(self._on_item_changed)
         self._quiet = False
