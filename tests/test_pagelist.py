@@ -146,6 +146,7 @@ def test_unreadable_page_fails_and_the_others_finish(
     row = window.page_list.row_of(2)
     state_item = window.page_list.table_model.item(row, COLUMNS.index("state"))
     assert state_item.text() == FAILED and state_item.toolTip() == bad.error
+    assert window.statusBar().currentMessage().startswith("Run all: 2 of 3 done, 1 failed")
 
 
 @pytest.mark.parametrize("layout", ["outputs_only", "beside_images", "images_gone"])
@@ -210,6 +211,7 @@ def test_edits_survive_moving_between_pages(
     assert window.edits.edited
     np.testing.assert_allclose(window.edits.segments, edited, atol=1e-3)
     np.testing.assert_allclose(window.canvas.initial_segments, edited, atol=1e-3)
+    assert [r["op"] for r in window.edits.records] == ["delete", "move"]  # what made them, too
 
 
 def test_scan_finds_pages_truth_and_outputs(tmp_path: Path, pages: list[object]) -> None:

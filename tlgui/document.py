@@ -275,3 +275,16 @@ def saved_fm(outdir: Path, page: PageEntry) -> float | None:
     except (OSError, ValueError):
         return None
     return float(contest_metric(truth, labels, ink=scored).fm)
+
+
+def run_all_summary(pages: list[Any], scoring: bool) -> str:
+    """``Run all: 25 of 25 done, 2 failed, median FM 0.851 over 23 pages with ground truth``."""
+    done = sum(p.state == DONE for p in pages)
+    failed = sum(p.state == FAILED for p in pages)
+    fms = [p.fm for p in pages if p.state == DONE and p.fm is not None]
+    text = f"Run all: {done} of {len(pages)} done, {failed} failed"
+    if fms:
+        text += f", median FM {float(np.median(fms)):.3f} over {len(fms)} pages with ground truth"
+    if scoring:
+        text += " (FM still being scored)"
+    return text

@@ -48,6 +48,7 @@ class EditController(QObject):
         self.editor.selectionChanged.connect(self._on_selection)
         self._commands: list[LinesCommand] = []  # the stack's commands, to record the applied ones
         self._restore: str | None = None  # autosaved edits to apply once the page is prepared
+        self._clearing = False
         self.undo.indexChanged.connect(self._on_index_changed)
 
     # --- the undo stack ------------------------------------------------------------------------
@@ -57,11 +58,17 @@ class EditController(QObject):
         self.undo.push(command)
 
     def _on_index_changed(self, index: int) -> None:
+        if self._clearing:
+            return  # the page is being left: its autosave keeps its edits
         self.model.records = [c.record for c in self._commands[:index]]
         self.model.autosave()
 
     def _clear_stack(self) -> None:
-        self.undo.clear()
+        self._clearing = True
+        try:
+            self.undo.clear()
+        finally:
+            self._clearing = False
         self._commands = []
         self.model.records = []
 
@@ -84,11 +91,23 @@ class EditController(QObject):
                 self.model.set_prepared(prep)
                 return
             self.model.set_prepared(prep, lines)
+            self.model.records = self._saved_records(restore)
             if self.model.edited:
                 self.message.emit(f"Restored the edited initial lines of this page ({len(lines)} lines; "
                                   "Edit ▸ Revert to the prepared lines drops them).", "info")
         else:
             self.model.set_prepared(prep, self.model.lines if self.model.edited else None)
+
+    @staticmethod
+    def _saved_records(path: str) -> list[dict[str, Any]]:
+        """The edits an autosave records (they made the restored lines)."""
+        import json
+
+        try:
+            records = json.loads(Path(path).read_text(encoding="utf-8")).get("edits", [])
+        except (OSError, ValueError, AttributeError):
+            return []
+        return records if isinstance(records, list) else []
 
     def lines_for_run(self) -> LineSet | None:
         """The initial lines an EM run starts from: the user's, None when they are the prepared ones."""

@@ -45,7 +45,7 @@ from engine.params import Parameters
 
 from .actions import build_actions
 from .canvas import PageCanvas
-from .document import Document
+from .document import Document, run_all_summary
 from .editing import EditController
 from .exporting import ExportController, ExportSource
 from .jobs import RUN, STEP_EM, STEP_SWEEP, JobController
@@ -65,21 +65,6 @@ __all__ = ["MainWindow"]
 SWITCH_INTERVAL_S = 0.0005
 #: File-dialog patterns of the pages the engine reads (engine.io.IMAGE_SUFFIXES).
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
-
-
-def run_all_summary(pages: list[Any], scoring: bool) -> str:
-    """``Run all: 25 of 25 done, 2 failed, median FM 0.851 over 23 pages with ground truth``."""
-    from .document import DONE, FAILED
-
-    done = sum(p.state == DONE for p in pages)
-    failed = sum(p.state == FAILED for p in pages)
-    fms = [p.fm for p in pages if p.state == DONE and p.fm is not None]
-    text = f"Run all: {done} of {len(pages)} done, {failed} failed"
-    if fms:
-        text += f", median FM {float(np.median(fms)):.3f} over {len(fms)} pages with ground truth"
-    if scoring:
-        text += " (FM still being scored)"
-    return text
 
 
 class MainWindow(QMainWindow):
