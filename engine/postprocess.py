@@ -77,7 +77,8 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     left_end = np.minimum(hi[:, None], hi[None, :])
     right_start = np.maximum(lo[:, None], lo[None, :])
     gap = right_start - left_end  # > 0: disjoint extents; < 0: overlapping
-    junction = (left_end + right_start) / 2.0
+    with np.errstate(invalid="ignore"):  # a line without samples: inf - inf, never merged
+        junction = (left_end + right_start) / 2.0
     vi = lines.a[:, None] * junction + lines.b[:, None]
     vj = lines.a[None, :] * junction + lines.b[None, :]
     offset = np.abs(vi - vj)
