@@ -43,6 +43,7 @@ from bench.run_bench import (  # noqa: E402
     build_params,
     find_sets,
 )
+from engine.evaluate import _scores  # noqa: E402
 from engine.metric import combine, combine_lines  # noqa: E402
 from engine.params import ParameterError, Parameters  # noqa: E402
 
@@ -79,6 +80,21 @@ def noop_round_trip(prep: Any) -> Any:
     return edits.restore_unchanged(original, lines)
 
 
+def ground_truth(gt: Path, image: Path, shape: tuple[int, int]) -> tuple[Any, Any]:
+    """The ground truth's label map and the pixels scored, read once per page exactly as
+    :func:`engine.evaluate.evaluate` reads them for a ``.dat`` result (polygons on the
+    page's Otsu ink inside them; label images on the page's ink and every labelled pixel)."""
+    from engine import groundtruth
+    from engine.evaluate import is_polygon_file, page_ink, polygon_truth_on_ink, scored_pixels
+
+    if is_polygon_file(gt):
+        truth, ink = polygon_truth_on_ink(gt, image)
+        return truth, scored_pixels(truth, ink, True)
+    ink = page_ink(image)
+    truth = groundtruth.read_label_map(gt, ink.shape)
+    return truth, scored_pixels(truth, ink, False)
+
+
 def run_page(task: tuple[str, str, str, str, str]) -> dict[str, Any]:
     """Prepare one page, run the four variants, score each; in a fresh process."""
     set_name, image, gt, params_json, scratch = task
@@ -87,8 +103,6 @@ def run_page(task: tuple[str, str, str, str, str]) -> dict[str, Any]:
         import numpy as np
 
         from engine import initial_io, pipeline
-        from engine.evaluate import evaluate
-        from engine.export import write_dat
         from engine.params import Parameters
 
         params = Parameters.from_json(params_json)
@@ -98,19 +112,13 @@ def run_page(task: tuple[str, str, str, str, str]) -> dict[str, Any]:
         starts["gt"] = gt_lines
         starts["gt_locked"] = initial_io.read_initial_lines(gt, prep, lock=True)
         row["gt_read"] = len(gt_lines)
+        truth, scored = ground_truth(Path(gt), Path(image), prep.shape)
         labels = {}
         for name in VARIANTS:
             *_, snap = pipeline.run_em(prep, starts[name])
             seg = pipeline.finish(prep, snap)
             labels[name] = seg.labels
-            dat = Path(scratch) / set_name / name / f"{Path(gt).stem}.dat"  # paired by stem
-            dat.parent.mkdir(parents=True, exist_ok=True)
-            write_dat(dat, seg.labels)
-            report = evaluate([gt], [dat], t_a=T_A, line_threshold=LINE_THRESHOLD, image_dir=Path(image).parent)
-            dat.unlink(missing_ok=True)
-            if not report.pages:
-                raise ValueError("not scored: " + "; ".join(r for _, r in report.skipped))
-            row[name] = (report.pages[0].contest, report.pages[0].line)
+            row[name] = _scores(truth, seg.labels, scored, T_A, LINE_THRESHOLD)
             row[f"{name}_lines"] = len(seg.lines)
             row[f"{name}_iterations"] = int(snap.iteration)
         row["noop_identical"] = bool(np.array_equal(labels["noop"], labels["default"]))

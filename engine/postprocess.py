@@ -77,7 +77,8 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     left_end = np.minimum(hi[:, None], hi[None, :])
     right_start = np.maximum(lo[:, None], lo[None, :])
     gap = right_start - left_end  # > 0: disjoint extents; < 0: overlapping
-    junction = (left_end + right_start) / 2.0
+    with np.errstate(invalid="ignore"):  # a line without samples: inf - inf, never merged
+        junction = (left_end + right_start) / 2.0
     vi = lines.a[:, None] * junction + lines.b[:, None]
     vj = lines.a[None, :] * junction + lines.b[None, :]
     offset = np.abs(vi - vj)
@@ -249,7 +250,7 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
 
 
 def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
-                      h_cc: float, w_cc: float) -> np.ndarray:
+                      h_cc: float, w_cc: float, fixed: np.ndarray | None = None) -> np.ndarray:
     """Move each component that lies off its line's local row to the line whose local row is
     nearest it; returns the samples' new groups ``(n,)`` (``uv`` region-frame sample
     positions, ``comp`` their component, ``small`` whether it is diacritic-sized, ``lab``
@@ -263,7 +264,12 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     whose centre lies more than ``_OFF_ROW`` H_cc from its own line's local row, and nearer
     another line's local row, goes to that line. Only a component's share on its owner line
     moves (pieces of a component split between lines are the final labelling's business),
-    and only where more ink than its own defines the row it leaves."""
+    and only where more ink than its own defines the row it leaves. ``fixed``: ``(n_groups,
+    2)``, the ``(a, b)`` of the locked line a group is (NaN: a free group; issue 24): the user
+    said where that row is, so a component leaves it only when it also lies off the locked
+    line itself (a row estimated from a few components is no reason to doubt the user: poilus
+    AD78_0018-0 with the ground truth's lines locked, the signature's flourish left its line
+    for the row above, FM 0.73)."""
     lab = lab.copy()
     big = (lab >= 0) & ~small
     if n_groups < 2 or not big.any():
@@ -283,7 +289,13 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
         row, support[lo:hi] = _local_rows(cu[lo:hi], cu[lo:hi], off[lo:hi], w[lo:hi], window, np.arange(hi - lo))
         d_own[lo:hi] = np.abs(off[lo:hi] - row)
     owner = w > 0.5 * np.bincount(c_of, weights=w)[c_of]
-    cand = np.flatnonzero(owner & (d_own > _OFF_ROW * h_cc) & (support >= w))
+    cand = owner & (d_own > _OFF_ROW * h_cc) & (support >= w)
+    if fixed is not None and np.isfinite(fixed[:, 0]).any():  # issue 24, see above
+        a_fix, b_fix = fixed[g_of, 0], fixed[g_of, 1]
+        with np.errstate(invalid="ignore"):
+            on_locked = np.abs(cv - (a_fix * cu + b_fix)) <= _OFF_ROW * h_cc
+        cand &= ~on_locked  # NaN (a free group) compares False: unaffected
+    cand = np.flatnonzero(cand)
     if len(cand) == 0:
         return lab
     d_best = d_own[cand].copy()
@@ -1051,8 +1063,10 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
             fixed = np.r_[fixed, np.zeros(n_groups - len(fixed), bool)]
             locked_of = np.r_[locked_of, np.full(n_groups - len(locked_of), -1, np.int64)]
             if params.follow_local_rows:
+                fixed_ab = np.full((n_groups, 2), np.nan)
+                fixed_ab[fixed] = np.stack([lines.a[locked_of[fixed]], lines.b[locked_of[fixed]]], axis=1)
                 lab = follow_local_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
-                                        prep.stats.h_cc, prep.stats.w_cc)
+                                        prep.stats.h_cc, prep.stats.w_cc, fixed_ab)
         weights = (lab[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
         fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
         if fixed.any():

@@ -328,9 +328,11 @@ def test_initial_lines_read_from_files(page, prep, tmp_path, kind):
         write_alto_xml(path, page)
     elif kind == "alto_polygons":
         write_alto_xml(path, page, baselines=False)
-    elif kind == "label_png":
+    elif kind == "label_png":  # with a stray one-pixel label, which is no line
         path = tmp_path / "lines.png"
-        cv2.imwrite(str(path), page.labels.astype(np.uint8))
+        labels = page.labels.astype(np.uint8)
+        labels[5, 5] = page.n_lines + 1
+        cv2.imwrite(str(path), labels)
     else:
         path = tmp_path / "lines.dat"
         write_dat(path, page.labels)
