@@ -387,9 +387,7 @@ class MainWindow(QMainWindow):
         self.canvas.set_page(pyramid)
         self.canvas.set_labels(None)
         self.truth.clear(page.gray.shape[:2])
-        if self.edit.page_opened(path):
-            self.banner.show_message(f"Restored {len(self.edits.segments)} edited initial lines of this page "
-                                     "(Edit ▸ Revert to the prepared lines to drop them).", "info")
+        self.edit.page_opened(path)  # its autosaved edits come back once it is prepared
         self.setWindowTitle(f"tlgui — {Path(path).name}")
         self.settings.add_recent(path)
         self._rebuild_recent()
