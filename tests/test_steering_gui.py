@@ -210,3 +210,20 @@ def test_initial_lines_load_from_a_runs_json_and_from_page_xml(qtbot: object, wi
     qtbot.waitUntil(lambda: not window.is_busy() and "Cannot load initial lines" in window.banner.text(),
                     timeout=10_000)
     assert "notes.json" in window.banner.text() and window.edits.lines is before
+
+
+def test_an_older_autosave_of_segments_is_restored(qtbot: object, window: MainWindow, page_path: str) -> None:
+    """An autosave written before the window kept rows (page segments only) still brings the
+    user's lines back, placed on the page by their segments."""
+    open_and_prepare(qtbot, window, page_path)
+    segments = window.edits.segments[1:].copy()  # the user had deleted the first line
+    path = window.edits.autosave_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"page": page_path, "edited": True, "segments": np.round(segments, 3).tolist()}))
+    window.open_page(page_path)
+    qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
+    assert window.edits.edited and len(window.edits.lines) == len(segments)
+    mid = window.edits.segments.mean(axis=1)
+    want = segments.mean(axis=1)
+    assert np.abs(mid[np.lexsort(mid.T[::-1])] - want[np.lexsort(want.T[::-1])]).max() < 0.5
+    assert "Restored" in window.banner.text()
