@@ -68,6 +68,10 @@ class PageTask:
     timeout: float | None = None
     #: Why the page runs again although it has outputs (ResumeCheck.reason), for the report.
     redone: str | None = None
+    #: Issue 24: a file of initial lines for this page (engine.initial_io), and whether
+    #: to lock every line read from it.
+    initial_lines: str | None = None
+    lock_initial_lines: bool = False
 
 
 @dataclass(frozen=True)
@@ -319,6 +323,39 @@ def _folder_prefixes(folders: list[Path]) -> dict[Path, str]:
     return {f: name(f) + "_" for f in folders}
 
 
+#: Files of initial lines looked for in an ``--initial-lines`` folder, by page stem, in this
+#: order of preference: tlseg's own result, PAGE, ALTO, any XML, label images, ICDAR .dat.
+INITIAL_LINES_SUFFIXES = (".json", ".page.xml", ".alto.xml", ".xml", ".labels.png", ".png", ".tif",
+                          ".tiff", ".dat")
+
+
+def initial_lines_for(spec: str | Path, pages: Sequence[Path], stems: Sequence[str]
+                      ) -> tuple[list[str | None], list[str]]:
+    """Pair ``--initial-lines SPEC`` with the pages: a file goes with the one page (an error
+    with several); a folder gives each page the file named after its output stem, else after
+    its image's stem, with the first suffix of :data:`INITIAL_LINES_SUFFIXES` found (a
+    folder of earlier tlseg outputs pairs with the same pages). Returns the file per page
+    (None: none found) and the problems, one line each."""
+    spec = Path(spec)
+    if spec.is_file():
+        if len(pages) != 1:
+            return [None] * len(pages), [f"--initial-lines {spec} is one file but there are {len(pages)} "
+                                         "pages: give a folder holding a file per page stem"]
+        return [str(spec)], []
+    if not spec.is_dir():
+        return [None] * len(pages), [f"--initial-lines {spec}: no such file or folder"]
+    found: list[str | None] = []
+    problems = []
+    for page, stem in zip(pages, stems, strict=True):
+        hit = next((spec / f"{name}{suffix}" for name in dict.fromkeys((stem, Path(page).stem))
+                    for suffix in INITIAL_LINES_SUFFIXES if (spec / f"{name}{suffix}").is_file()), None)
+        found.append(None if hit is None else str(hit))
+        if hit is None:
+            problems.append(f"--initial-lines {spec} holds no file for page {page} (looked for "
+                            f"{stem}{{{','.join(INITIAL_LINES_SUFFIXES)}}})")
+    return found, problems
+
+
 def output_paths(outdir: str | Path, stem: str) -> list[Path]:
     return [Path(outdir) / f"{stem}{suffix}" for suffix in OUTPUT_SUFFIXES]
 
@@ -372,12 +409,14 @@ def _changed_parameters(recorded: Any, params: Parameters) -> list[str]:
 
 
 def check_outputs(outdir: str | Path, stem: str, source: str | Path, params: Parameters,
-                  page_index: int = 0) -> ResumeCheck:
+                  page_index: int = 0, initial_lines: str | None = None,
+                  lock_initial_lines: bool = False) -> ResumeCheck:
     """Whether the outputs of ``stem`` in ``outdir`` can stand for page ``page_index`` of
     ``source`` segmented with ``params``: all six present; the JSON readable, with the record
     :func:`engine.export.output_record` writes; made by this tool version, from a source of
     the same size and bytes (size and mtime, else SHA-256), of the same page, with the same
-    parameters; each output of its recorded size, the PNGs whole (signature, size, end
+    parameters, from the same ``--initial-lines`` file (same bytes, same lock) or none; each
+    output of its recorded size, the PNGs whole (signature, size, end
     chunk), the XML files of their recorded SHA-256.  No file is read in full except the
     XML outputs (and the source, when its mtime changed)."""
     from . import export
@@ -411,6 +450,11 @@ def check_outputs(outdir: str | Path, stem: str, source: str | Path, params: Par
     reason = _source_changed(record.get("source"), source)
     if reason:
         return ResumeCheck(False, reason, "source")
+    wanted = None if not initial_lines else export.initial_lines_identity(
+        {"initial_lines_file": {"path": initial_lines, "locked": lock_initial_lines}})
+    if record.get("initial_lines") != wanted:
+        shown = "none" if wanted is None else f"{Path(initial_lines).name}" + (" locked" if lock_initial_lines else "")
+        return ResumeCheck(False, f"initial lines changed (now: {shown})", "initial lines")
     outputs = record.get("outputs") or {}
     shape = meta.get("shape")
     shape = (int(shape[0]), int(shape[1])) if isinstance(shape, list) and len(shape) == 2 else None
@@ -528,6 +572,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
         errors.append(PageLoadError)
     except ImportError:
         pass
+    from .initial_io import InitialLinesError
+    errors.append(InitialLinesError)
     return tuple(errors)
 
 
@@ -601,7 +647,14 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
             stage("load")
             page = io.load_page(task.path, page_index=task.page_index)
             t_loaded = time.perf_counter()
-            prep, snap, seg = segment_fn(page, task.params, stage)
+            if task.initial_lines:
+                from functools import partial
+
+                from .initial_io import read_initial_lines
+                reader = partial(read_initial_lines, task.initial_lines, lock=task.lock_initial_lines)
+                prep, snap, seg = segment_fn(page, task.params, stage, initial_lines=reader)
+            else:
+                prep, snap, seg = segment_fn(page, task.params, stage)
             del page
             t_done = time.perf_counter()
             timings = {k: float(v) for k, v in dict(getattr(prep, "timings", {}) or {}).items()}
@@ -624,6 +677,12 @@ def process_page(task: PageTask, progress: Callable[[str], None] | None = None) 
                 "preparation": _summary(prep),
                 "warnings": warnings,
             }
+            started_from = getattr(seg, "initial_lines", None)
+            if started_from is not None:  # the lines EM started from: --initial-lines reruns from them
+                extra["initial_lines"] = started_from.to_dict()
+            if task.initial_lines:
+                extra["initial_lines_file"] = {"path": str(Path(task.initial_lines).resolve()),
+                                               "locked": task.lock_initial_lines}
             gray = prep.gray
             # The preparation's page-sized arrays (components, masks) are not needed to write:
             # freed here, they do not add to the writing's peak.
@@ -823,11 +882,16 @@ class _Reporter:
 
 
 def plan_pages(paths: Sequence[str], stems: Sequence[str], outdir: str | Path, params: Parameters,
-               page_index: int = 0, overwrite: bool = False) -> list[ResumeCheck]:
-    """:func:`check_outputs` of every page (all not done with ``overwrite``)."""
+               page_index: int = 0, overwrite: bool = False,
+               initial_lines: Sequence[str | None] | None = None,
+               lock_initial_lines: bool = False) -> list[ResumeCheck]:
+    """:func:`check_outputs` of every page (all not done with ``overwrite``); ``initial_lines``
+    per page as :func:`run_batch` takes them."""
     if overwrite:
         return [ResumeCheck(False) for _ in paths]
-    return [check_outputs(outdir, stem, path, params, page_index) for path, stem in zip(paths, stems, strict=True)]
+    given = list(initial_lines) if initial_lines is not None else [None] * len(paths)
+    return [check_outputs(outdir, stem, path, params, page_index, lines, lock_initial_lines)
+            for path, stem, lines in zip(paths, stems, given, strict=True)]
 
 
 def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameters,
@@ -836,7 +900,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
               progress: ProgressFn | None = None, segment_fn: SegmentFn | None = None,
               stems: Sequence[str] | None = None, checks: Sequence[ResumeCheck] | None = None,
               page_timeout: float | None = None, max_memory: int | None = None,
-              page_memory: int | None = None) -> BatchSummary:
+              page_memory: int | None = None, initial_lines: Sequence[str | None] | None = None,
+              lock_initial_lines: bool = False) -> BatchSummary:
     """Segment ``pages`` into ``outdir``; see the module docstring.
 
     ``jobs`` worker processes (default: all cores; 1 = in this process); ``dask_address``
@@ -850,6 +915,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
     report (default ``outdir/tlseg-report.jsonl``) gets one JSON object per page.  SIGINT,
     SIGTERM or SIGHUP cancel what is pending, stop the workers and return with
     ``interrupted`` set (exit code 128 + the signal).
+    ``initial_lines``: per page, a file of initial lines or None (issue 24; see
+    :func:`initial_lines_for`), all locked with ``lock_initial_lines``.
     """
     from .export import remove_stale_temp_files
 
@@ -864,7 +931,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
     summary = BatchSummary(total=len(paths), report_path=report)
     summary.stale_files, summary.stale_bytes = remove_stale_temp_files(outdir)
     if checks is None:
-        checks = plan_pages(paths, stems, outdir, params, page_index, overwrite)
+        checks = plan_pages(paths, stems, outdir, params, page_index, overwrite, initial_lines,
+                            lock_initial_lines)
     results: dict[int, PageResult] = {}
     todo: list[tuple[int, PageTask]] = []
     refused: list[tuple[int, PageResult]] = []
@@ -880,7 +948,8 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
             refused.append((i, PageResult(path, stem, "failed", refusal, redone=check.reason)))
             continue
         todo.append((i, PageTask(path, stem, str(outdir), params, page_index, segment_fn, page_timeout,
-                                 check.reason)))
+                                 check.reason, None if initial_lines is None else initial_lines[i],
+                                 lock_initial_lines)))
 
     reporter = _Reporter(report, len(todo) + len(refused), progress)
     try:

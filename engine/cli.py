@@ -197,7 +197,15 @@ def cmd_segment(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot create output folder {outdir}: {exc.strerror}") from None
     stems = batch.unique_stems(pages, args.page)
-    checks = batch.plan_pages([str(p) for p in pages], stems, outdir, params, args.page, args.overwrite)
+    initial_lines = None
+    if args.initial_lines is not None:  # issue 24: each page's file of initial lines
+        initial_lines, problems = batch.initial_lines_for(args.initial_lines, pages, stems)
+        if problems:
+            raise UsageError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    elif args.lock_initial_lines:
+        raise UsageError("--lock-initial-lines needs --initial-lines FILE")
+    checks = batch.plan_pages([str(p) for p in pages], stems, outdir, params, args.page, args.overwrite,
+                              initial_lines, args.lock_initial_lines)
     todo = sum(1 for c in checks if not c.done)
     causes: dict[str, int] = {}
     for c in checks:
@@ -216,7 +224,8 @@ def cmd_segment(args: argparse.Namespace) -> int:
     summary = batch.run_batch(pages, outdir, params, jobs=args.jobs, overwrite=args.overwrite,
                               dask_address=args.dask, page_index=args.page, report_path=args.report,
                               progress=printer, stems=stems, checks=checks, page_timeout=timeout,
-                              max_memory=max_memory, page_memory=page_memory)
+                              max_memory=max_memory, page_memory=page_memory, initial_lines=initial_lines,
+                              lock_initial_lines=args.lock_initial_lines)
     if summary.stale_files and not args.quiet:
         print(f"{PROG}: removed {summary.stale_files} temporary file(s) "
               f"({batch.format_bytes(summary.stale_bytes)}) left in {outdir} by a killed run",
@@ -378,6 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="refuse, before loading, a page estimated to need more (default 2G)")
     seg.add_argument("--report", metavar="FILE", help="JSON-lines report (default OUTDIR/tlseg-report.jsonl)")
     seg.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    seg.add_argument("--initial-lines", metavar="FILE", help="start EM from these lines: tlseg JSON, PAGE/ALTO "
+                     "XML (baselines or polygons), a label image or .dat; a folder: one file per page stem")
+    seg.add_argument("--lock-initial-lines", action="store_true",
+                     help="lock every line read from --initial-lines (EM and stage 8 keep it where it is)")
     seg.set_defaults(func=cmd_segment)
 
     ev = sub.add_parser("evaluate", help="score predictions against ground truth")

@@ -641,6 +641,18 @@ def source_identity(path: str | os.PathLike) -> dict[str, Any]:
             "sha256": file_sha256(path)}
 
 
+def initial_lines_identity(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a run started EM from (``--initial-lines``): the file's SHA-256 and whether its
+    lines were locked; None when the run started from its own initial lines."""
+    given = meta.get("initial_lines_file")
+    if not isinstance(given, Mapping) or not given.get("path"):
+        return None
+    digest = None
+    with contextlib.suppress(OSError):
+        digest = file_sha256(given["path"])
+    return {"sha256": digest, "locked": bool(given.get("locked"))}
+
+
 def parameters_fingerprint(parameters: Mapping[str, Any]) -> str:
     """SHA-256 (16 hex digits) of a parameter set's canonical JSON (sorted keys)."""
     text = json.dumps(dict(parameters), sort_keys=True, default=_json_default, allow_nan=True)
@@ -671,7 +683,7 @@ def output_record(meta: Mapping[str, Any], outputs: Mapping[str, Path]) -> dict[
             identity = source_identity(source)
     parameters = meta.get("parameters")
     return {"tool": tool_version(), "source": identity, "page_index": int(meta.get("page_index") or 0),
-            "preset": meta.get("preset"),
+            "preset": meta.get("preset"), "initial_lines": initial_lines_identity(meta),
             "parameters": parameters_fingerprint(parameters) if isinstance(parameters, Mapping) else None,
             "outputs": {kind: _output_entry(kind, path) for kind, path in outputs.items()}}
 

@@ -46,7 +46,9 @@ class LineSet:
     ``sigma_t``: spread across the line, ``sigma_s``: spread along it (pixels);
     ``prior``: line probability within its region; ``region``: region index;
     ``phi``: the region frame's angle (radians); ``rotation_invariant``: whether the
-    along-text coordinate is the projection on the line (True) or ``u`` (paper form).
+    along-text coordinate is the projection on the line (True) or ``u`` (paper form);
+    ``locked``: bool, a line the user fixed (EM never moves it, stage 8 never removes or
+    merges it; None = no line locked).
     """
 
     a: np.ndarray
@@ -58,14 +60,18 @@ class LineSet:
     region: np.ndarray
     phi: np.ndarray
     rotation_invariant: bool = True
+    locked: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.a)
-        for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi"):
+        if self.locked is None:
+            object.__setattr__(self, "locked", np.zeros(n, bool))
+        for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked"):
             arr = np.asarray(getattr(self, name))
             if arr.shape != (n,):
                 raise ValueError(f"LineSet.{name} has shape {arr.shape}, expected ({n},)")
-            arr = arr.astype(np.int32 if name == "region" else np.float64, copy=True)
+            kind = np.int32 if name == "region" else bool if name == "locked" else np.float64
+            arr = arr.astype(kind, copy=True)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
 
@@ -75,13 +81,20 @@ class LineSet:
     @classmethod
     def empty(cls, rotation_invariant: bool = True) -> LineSet:
         z = np.zeros(0)
-        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant)
+        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant, np.zeros(0, bool))
 
     def take(self, index: np.ndarray) -> LineSet:
         """The lines at ``index`` (indices or a boolean mask), in that order."""
         return LineSet(self.a[index], self.b[index], self.c[index], self.sigma_t[index],
                        self.sigma_s[index], self.prior[index], self.region[index],
-                       self.phi[index], self.rotation_invariant)
+                       self.phi[index], self.rotation_invariant, self.locked[index])
+
+    def with_rotation_invariant(self, rotation_invariant: bool) -> LineSet:
+        """The same lines read with the other along-text coordinate (all fields kept)."""
+        if rotation_invariant == self.rotation_invariant:
+            return self
+        return LineSet(self.a, self.b, self.c, self.sigma_t, self.sigma_s, self.prior, self.region,
+                       self.phi, rotation_invariant, self.locked)
 
     def along(self, uv: np.ndarray) -> np.ndarray:
         """Along-text coordinate of region-frame points ``(n, 2)`` for every line: ``(n, L)``."""
@@ -121,7 +134,7 @@ class LineSet:
                 {"a": float(self.a[i]), "b": float(self.b[i]), "c": float(self.c[i]),
                  "sigma_t": float(self.sigma_t[i]), "sigma_s": float(self.sigma_s[i]),
                  "prior": float(self.prior[i]), "region": int(self.region[i]),
-                 "phi": float(self.phi[i]),
+                 "phi": float(self.phi[i]), "locked": bool(self.locked[i]),
                  "segment": self.take([i]).segments()[0].round(2).tolist()}
                 for i in range(len(self))
             ],
@@ -134,7 +147,8 @@ class LineSet:
             return np.array([float(r[name]) for r in rows], dtype=np.float64)
         return cls(col("a"), col("b"), col("c"), col("sigma_t"), col("sigma_s"), col("prior"),
                    np.array([int(r["region"]) for r in rows], dtype=np.int32), col("phi"),
-                   bool(data.get("rotation_invariant", True)))
+                   bool(data.get("rotation_invariant", True)),
+                   np.array([bool(r.get("locked", False)) for r in rows], dtype=bool))
 
 
 @dataclass(frozen=True)
@@ -255,6 +269,9 @@ class Segmentation:
     sample_labels: np.ndarray
     regions: tuple[Region, ...]
     timings: dict = field(default_factory=dict)
+    #: The lines EM started from (the prepared ones, a file's, or the user's edits), with
+    #: their locked flags; None = not recorded.
+    initial_lines: LineSet | None = None
 
 
 @dataclass(frozen=True)

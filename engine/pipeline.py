@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import components as _components
+from . import edits as _edits
 from . import em as _em
 from . import graph as _graph
 from . import initial_lines as _initial
@@ -149,8 +150,10 @@ def run_em(prep: Preparation, lines: LineSet | None = None, *, params: Parameter
     """Stage 7 as a generator of immutable snapshots, one per EM iteration (and one per
     message-passing sweep when ``per_sweep``). ``params`` overrides the EM settings of
     ``prep.params`` (stages 1-6 stay as prepared). Close the generator to stop early."""
-    return _em.run_em(prep, prep.initial_lines if lines is None else lines,
-                      params or prep.params, per_sweep=per_sweep)
+    # Edited lines may be in any order (a new line is appended): EM needs them by region,
+    # then across the text; the prepared lines already are, and are passed on untouched.
+    start = prep.initial_lines if lines is None else _edits.ordered(prep, lines)
+    return _em.run_em(prep, start, params or prep.params, per_sweep=per_sweep)
 
 
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters | None = None) -> Segmentation:
@@ -166,14 +169,22 @@ def lines_from_segments(prep: Preparation, segments: np.ndarray,
 
 
 def segment(page: Page | np.ndarray | str | Path, params: Parameters | None = None,
-            progress: Callable[[str], None] | None = None
+            progress: Callable[[str], None] | None = None,
+            initial_lines: LineSet | Callable[[Preparation], LineSet] | None = None
             ) -> tuple[Preparation, Snapshot, Segmentation]:
-    """The whole method on one page: returns the preparation, the last snapshot and the result."""
+    """The whole method on one page: returns the preparation, the last snapshot and the
+    result (whose ``initial_lines`` are the lines EM started from). ``initial_lines``: the
+    lines to start from instead of the prepared ones, or a function of the preparation
+    giving them (e.g. reading a file: :func:`engine.initial_io.read_initial_lines`)."""
     prep = prepare(page, params, progress)
     say = progress or (lambda _msg: None)
+    if callable(initial_lines):
+        say("initial lines")
+        initial_lines = initial_lines(prep)
+    start = prep.initial_lines if initial_lines is None else _edits.ordered(prep, initial_lines)
     snap = None
-    for snap in run_em(prep):
+    for snap in run_em(prep, start):
         say(f"EM iteration {snap.iteration}")
     assert snap is not None  # run_em always yields at least one snapshot
     say("labelling")
-    return prep, snap, finish(prep, snap)
+    return prep, snap, dataclasses.replace(finish(prep, snap), initial_lines=start)

@@ -22,7 +22,7 @@ from .initial_lines import concat_lines, order_lines
 from .ink import RIM_REACH
 from .model import LineSet, Preparation, Segmentation, Snapshot, to_region_frame
 from .params import Parameters
-from .regression import fit_lines
+from .regression import LineFit, fit_lines, point_features, spread_about
 from .unary import interline_space
 
 #: How far across its line (in H_cc) a non-text pixel may lie and still be given to it.
@@ -77,7 +77,8 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     left_end = np.minimum(hi[:, None], hi[None, :])
     right_start = np.maximum(lo[:, None], lo[None, :])
     gap = right_start - left_end  # > 0: disjoint extents; < 0: overlapping
-    junction = (left_end + right_start) / 2.0
+    with np.errstate(invalid="ignore"):  # a line without samples: inf - inf, never merged
+        junction = (left_end + right_start) / 2.0
     vi = lines.a[:, None] * junction + lines.b[:, None]
     vj = lines.a[None, :] * junction + lines.b[None, :]
     offset = np.abs(vi - vj)
@@ -97,10 +98,14 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
             x = root[x]
         return x
 
+    # Issue 24: a locked line is never merged away: a free fragment may join it (the group
+    # keeps the locked line's place), two locked lines never share a group.
+    locked = lines.locked.copy()
     for k in order:
         a_, b_ = find(int(i[k])), find(int(j[k]))
-        if a_ != b_:
+        if a_ != b_ and not (locked[a_] and locked[b_]):
             root[max(a_, b_)] = min(a_, b_)
+            locked[min(a_, b_)] |= locked[max(a_, b_)]
     return np.array([find(x) for x in range(n)])
 
 
@@ -183,7 +188,8 @@ def _component_centres(uv: np.ndarray, comp: np.ndarray, lab: np.ndarray, big: n
 
 
 def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
-               h_cc: float, w_cc: float, params: Parameters) -> tuple[np.ndarray, int]:
+               h_cc: float, w_cc: float, params: Parameters, fixed: np.ndarray | None = None
+               ) -> tuple[np.ndarray, int]:
     """Split rows of components off the lines they were merged into; returns the samples'
     new groups ``(n,)`` and the number of groups (``uv`` region-frame sample positions,
     ``comp`` their component, ``small`` whether it is diacritic-sized, ``lab`` their group).
@@ -197,7 +203,9 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
     and ink, and its components lie in a row (``_SPLIT_MIN_COMPONENTS``, ``_SPLIT_MIN_EXTENT``,
     ``_SPLIT_MIN_SHARE``, ``_SPLIT_SPREAD``). Each component is measured against the
     weighted-median row of the line's components around it (``_SPLIT_WINDOW``), so a line
-    that curves or climbs where nothing is written beneath it stays whole."""
+    that curves or climbs where nothing is written beneath it stays whole. ``fixed``: bool
+    ``(n_groups,)``, groups that are a locked line (issue 24: the user said where that row
+    is), never split."""
     if params.split_offset <= 0 or n_groups == 0:
         return lab, n_groups
     limit = params.split_offset * h_cc
@@ -212,7 +220,7 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
     n_new = n_groups
     for g in range(n_groups):  # lines of one region: a few dozen
         lo, hi = starts[g], starts[g + 1]
-        if hi - lo < 2 * _SPLIT_MIN_COMPONENTS:
+        if hi - lo < 2 * _SPLIT_MIN_COMPONENTS or (fixed is not None and fixed[g]):
             continue
         u, v, w = cu[lo:hi], cv[lo:hi], count[lo:hi].astype(np.float64)
         a, b = _robust_fit(u, v, w, 0.5 * w_cc)
@@ -242,7 +250,7 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
 
 
 def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
-                      h_cc: float, w_cc: float) -> np.ndarray:
+                      h_cc: float, w_cc: float, fixed: np.ndarray | None = None) -> np.ndarray:
     """Move each component that lies off its line's local row to the line whose local row is
     nearest it; returns the samples' new groups ``(n,)`` (``uv`` region-frame sample
     positions, ``comp`` their component, ``small`` whether it is diacritic-sized, ``lab``
@@ -256,7 +264,12 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     whose centre lies more than ``_OFF_ROW`` H_cc from its own line's local row, and nearer
     another line's local row, goes to that line. Only a component's share on its owner line
     moves (pieces of a component split between lines are the final labelling's business),
-    and only where more ink than its own defines the row it leaves."""
+    and only where more ink than its own defines the row it leaves. ``fixed``: ``(n_groups,
+    2)``, the ``(a, b)`` of the locked line a group is (NaN: a free group; issue 24): the user
+    said where that row is, so a component leaves it only when it also lies off the locked
+    line itself (a row estimated from a few components is no reason to doubt the user: poilus
+    AD78_0018-0 with the ground truth's lines locked, the signature's flourish left its line
+    for the row above, FM 0.73)."""
     lab = lab.copy()
     big = (lab >= 0) & ~small
     if n_groups < 2 or not big.any():
@@ -276,7 +289,13 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
         row, support[lo:hi] = _local_rows(cu[lo:hi], cu[lo:hi], off[lo:hi], w[lo:hi], window, np.arange(hi - lo))
         d_own[lo:hi] = np.abs(off[lo:hi] - row)
     owner = w > 0.5 * np.bincount(c_of, weights=w)[c_of]
-    cand = np.flatnonzero(owner & (d_own > _OFF_ROW * h_cc) & (support >= w))
+    cand = owner & (d_own > _OFF_ROW * h_cc) & (support >= w)
+    if fixed is not None and np.isfinite(fixed[:, 0]).any():  # issue 24, see above
+        a_fix, b_fix = fixed[g_of, 0], fixed[g_of, 1]
+        with np.errstate(invalid="ignore"):
+            on_locked = np.abs(cv - (a_fix * cu + b_fix)) <= _OFF_ROW * h_cc
+        cand &= ~on_locked  # NaN (a free group) compares False: unaffected
+    cand = np.flatnonzero(cand)
     if len(cand) == 0:
         return lab
     d_best = d_own[cand].copy()
@@ -951,6 +970,7 @@ def _drop_ownerless_lines(snapshot: Snapshot, keep: np.ndarray, labels: np.ndarr
     has = labels >= 0
     owns = has & ~small & (owner[sample_component] == labels)
     ownerless = keep & (np.bincount(labels[owns], minlength=len(keep)) == 0)
+    ownerless &= ~snapshot.lines.locked  # issue 24: a locked line is never removed
     if not ownerless.any() or not (keep & ~ownerless).any():
         return keep, labels
     keep = keep & ~ownerless
@@ -959,6 +979,22 @@ def _drop_ownerless_lines(snapshot: Snapshot, keep: np.ndarray, labels: np.ndarr
     to_owner = moved & (to >= 0) & keep[np.maximum(to, 0)]
     labels = np.where(to_owner, to, np.where(moved, reassign(snapshot, keep), labels))
     return keep, labels
+
+
+def _keep_locked(fit: LineFit, lines: LineSet, locked_of: np.ndarray, uv: np.ndarray, weights: np.ndarray,
+                 rot_inv: bool, floor_t: float) -> LineFit:
+    """Issue 24: the refit of stage 8 for the groups that are a locked line (``locked_of[g]``,
+    its row in ``lines``, -1 for the others): the line's place and extent (a, b, c, sigma_s)
+    as locked, its spread across measured about it (kept when it has no sample)."""
+    g = np.flatnonzero(locked_of >= 0)
+    k = locked_of[g]
+    a, b, c, st, ss = (np.array(x, dtype=np.float64) for x in fit[:5])
+    features, origin = point_features(uv)
+    moments = weights[:, g].T @ features
+    spread = spread_about(moments, origin, lines.a[k], lines.b[k], rot_inv, floor_t)
+    a[g], b[g], c[g], ss[g] = lines.a[k], lines.b[k], lines.c[k], lines.sigma_s[k]
+    st[g] = np.where(moments[:, 0] >= 1.0, spread, lines.sigma_t[k])
+    return LineFit(a, b, c, st, ss, fit.weight)
 
 
 def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters, split: bool = False
@@ -979,7 +1015,8 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
     lines = snapshot.lines
     if len(lines) == 0 or len(prep.samples) == 0:
         return LineSet.empty(lines.rotation_invariant), np.full(len(prep.samples), -1, np.int64)
-    keep = surviving_lines(snapshot, params.epsilon)
+    # Issue 24: a locked line is never removed (surplus, diacritic or ownerless).
+    keep = surviving_lines(snapshot, params.epsilon) | lines.locked
     labels = reassign(snapshot, keep)
     # Lines living on diacritics and noise: give their samples to their next best line.
     small = prep.small_samples()
@@ -987,6 +1024,7 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
     n_all = np.bincount(labels[has], minlength=len(lines))
     n_small = np.bincount(labels[has & small], minlength=len(lines))
     residual = n_small > params.diacritic_fraction * np.maximum(n_all, 1)
+    residual &= ~lines.locked
     if params.remove_diacritic_lines and residual.any() and (keep & ~residual).any():
         keep &= ~residual
         labels = reassign(snapshot, keep)
@@ -1008,28 +1046,38 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         local[own] = np.arange(len(own))
         lab = np.where(labels[members] >= 0, local[np.maximum(labels[members], 0)], -1)
         sub = lines.take(own)
+        group = np.arange(len(own))
         if params.merge_fragments:
             root = merge_pairs(sub, uv, lab, prep.stats.h_cc, prep.stats.w_cc, params)
             _, group = np.unique(root, return_inverse=True)
             lab = np.where(lab >= 0, group[np.maximum(lab, 0)], -1)
-            n_groups = int(group.max()) + 1
-        else:
-            n_groups = len(own)
+        n_groups = int(group.max()) + 1
+        # Issue 24: the groups that are a locked line (it merges with none: a group alone).
+        fixed = np.zeros(n_groups, bool)
+        fixed[group[sub.locked]] = True
+        locked_of = np.full(n_groups, -1, np.int64)
+        locked_of[group[sub.locked]] = own[sub.locked]
         if split:
             lab, n_groups = split_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
-                                       prep.stats.h_cc, prep.stats.w_cc, params)
+                                       prep.stats.h_cc, prep.stats.w_cc, params, fixed)
+            fixed = np.r_[fixed, np.zeros(n_groups - len(fixed), bool)]
+            locked_of = np.r_[locked_of, np.full(n_groups - len(locked_of), -1, np.int64)]
             if params.follow_local_rows:
+                fixed_ab = np.full((n_groups, 2), np.nan)
+                fixed_ab[fixed] = np.stack([lines.a[locked_of[fixed]], lines.b[locked_of[fixed]]], axis=1)
                 lab = follow_local_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
-                                        prep.stats.h_cc, prep.stats.w_cc)
+                                        prep.stats.h_cc, prep.stats.w_cc, fixed_ab)
         weights = (lab[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
         fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
-        alive = np.isfinite(fit.a) & (fit.weight >= 1)
+        if fixed.any():
+            fit = _keep_locked(fit, lines, locked_of, uv, weights, rot_inv, floor_t)
+        alive = (np.isfinite(fit.a) & (fit.weight >= 1)) | fixed
         remap = np.full(n_groups, -1, np.int64)
         remap[alive] = np.arange(int(alive.sum()))
         prior = fit.weight[alive] / max(fit.weight[alive].sum(), 1e-12)
         part = LineSet(fit.a[alive], fit.b[alive], fit.c[alive], fit.sigma_t[alive], fit.sigma_s[alive],
                        prior, np.full(int(alive.sum()), r, np.int32), np.full(int(alive.sum()), region.phi),
-                       rot_inv)
+                       rot_inv, fixed[alive])
         centre = {r: float(uv[:, 0].mean())}
         order = order_lines(part, centre)
         rank = np.empty_like(order)

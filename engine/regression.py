@@ -84,3 +84,28 @@ def fit_from_moments(moments: np.ndarray, origin: np.ndarray, rotation_invariant
     sigma_t = np.maximum(np.sqrt(np.maximum(var_t, 0.0)), sigma_t_floor)
     sigma_s = np.maximum(np.sqrt(np.maximum(var_s, 0.0)), sigma_s_floor)
     return LineFit(a, b, c, sigma_t, sigma_s, total)
+
+
+def spread_about(moments: np.ndarray, origin: np.ndarray, a: np.ndarray, b: np.ndarray,
+                 rotation_invariant: bool = True, sigma_t_floor: float = 1.0) -> np.ndarray:
+    """Spread across each of L fixed lines ``v = a u + b`` ``(L,)`` of the points whose
+    weighted moments ``(L, 6)`` (features of :func:`point_features`, centred on ``origin``)
+    are given: the root weighted mean square of the residual ``v - a u - b`` (divided by
+    ``sqrt(1 + a^2)`` in the rotation-invariant form, i.e. measured perpendicular to the
+    line), floored at ``sigma_t_floor``. NaN where a line has no weight.
+
+    The M-step's spread for a line the user locked: its place is given, only how far its
+    ink spreads about it is learnt."""
+    moments = np.asarray(moments, dtype=np.float64)
+    total = moments[:, 0]
+    u0, v0 = origin
+    # In the centred frame the line reads v' = a u' + b', with b' = b + a u0 - v0.
+    b_c = b + a * u0 - v0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        safe = np.where(total > 1e-9, total, np.nan)
+        mean_sq = (moments[:, 5] - 2.0 * a * moments[:, 4] + a * a * moments[:, 3]
+                   - 2.0 * b_c * moments[:, 2] + 2.0 * a * b_c * moments[:, 1]
+                   + b_c * b_c * moments[:, 0]) / safe
+    if rotation_invariant:
+        mean_sq = mean_sq / (1.0 + a * a)
+    return np.maximum(np.sqrt(np.maximum(mean_sq, 0.0)), sigma_t_floor)

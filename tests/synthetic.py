@@ -64,6 +64,8 @@ class SyntheticPage:
     n_lines: int
     angles: tuple[float, ...]
     kind: str
+    #: Per line, its baseline (``v = 0``) as a polyline ``(20, 2)`` [x, y] along the line.
+    baselines: tuple[np.ndarray, ...] = ()
 
 
 @dataclass
@@ -402,7 +404,10 @@ def make_page(kind: str, seed: int = 0, scale: float = 1.0) -> SyntheticPage:
         if kind != "touching" and _cross_line_components(image, labels) > 0:
             continue
         angles = tuple(ln.angle_deg() for ln in lines)
-        return SyntheticPage(image=image, labels=labels, n_lines=len(lines), angles=angles, kind=kind)
+        baselines = tuple(ln.to_page(np.stack([np.linspace(0.0, ln.length, 20), np.zeros(20)], axis=1))
+                          for ln in lines)
+        return SyntheticPage(image=image, labels=labels, n_lines=len(lines), angles=angles, kind=kind,
+                             baselines=baselines)
     raise RuntimeError(f"could not generate a valid {kind!r} page for seed {seed}")
 
 

@@ -21,11 +21,14 @@ from synthetic import make_page
 
 from engine import export as engine_export
 from engine.params import Parameters
-from tlgui.canvas import POSTERIOR_PALETTE, DotsItem, PageCanvas, posterior_colour_index, premultiplied_argb
+from tlgui.canvas import POSTERIOR_PALETTE, PageCanvas, posterior_colour_index
 from tlgui.edit import merge_segments, rotate_segment, split_segment
 from tlgui.geometry import EdgeSegments, segment_rows
-from tlgui.session import EditModel, lines_table
-from tlgui.window import MainWindow, app_settings, stale_parameters
+from tlgui.items import DotsItem, premultiplied_argb
+from tlgui.messages import Failed, Finished, Outputs, Prepared, SnapshotReady, Stage
+from tlgui.session import lines_table
+from tlgui.settings import app_settings, stale_parameters
+from tlgui.window import MainWindow
 from tlgui.worker import RUN, RUN_QUIET, EngineProcess, Job, RunControl
 
 
@@ -44,6 +47,13 @@ def page_path(tmp_path: Path, synthetic_page: object) -> str:
 def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:
     win.open_page(path)
     qtbot.waitUntil(lambda: win.session.prep is not None and not win.is_busy(), timeout=30_000)
+
+
+def sorted_segments(segs: np.ndarray) -> np.ndarray:
+    """Segments in a fixed order (by their mid-points' y, then x): lines read from a file come
+    in the order EM needs, not in the order they were edited."""
+    mid = segs.mean(axis=1)
+    return segs[np.lexsort((mid[:, 0], mid[:, 1]))]
 
 
 def run_to_end(qtbot: object, win: MainWindow) -> None:
@@ -65,11 +75,16 @@ def test_open_run_to_end(qtbot: object, window: MainWindow, page_path: str, synt
     seg = window.session.segmentation
     assert seg.labels.shape == synthetic_page.image.shape and seg.labels.max() >= 1
     assert window.canvas.labels_item.image is not None
-    assert window.line_table.model().rowCount() == len(snaps[-1].lines)
+    # At the end of a finished run the table, the canvas and the status show the final lines
+    # (the labelling may drop or merge some of the last snapshot's).
+    qtbot.waitUntil(window.settled, timeout=2_000)
+    assert window.line_table.model().rowCount() == len(seg.lines) == int(seg.labels.max())
+    assert window.canvas.current_lines() is seg.lines and window.status.lines.text() == f"{len(seg.lines)} lines"
+    assert window.lines_title.text().startswith(f"Final lines ({len(seg.lines)}")
     assert "finished" in window.status_stage.text()
     assert window.slider.maximum() == len(snaps) - 1
     # Clicking a line on the canvas selects its table row, and back.
-    seg_xy = snaps[-1].lines.segments()[0].mean(axis=0)
+    seg_xy = seg.lines.segments()[0].mean(axis=0)
     assert window.canvas.line_at(*seg_xy) == 0
     window.select_line(0)
     assert window.line_table.selectionModel().selectedRows()[0].row() == 0
@@ -171,7 +186,9 @@ def test_step_sweep_and_scrub(qtbot: object, window: MainWindow, page_path: str)
     window.reset()
     qtbot.waitUntil(lambda: not window.is_busy() and window.settled(), timeout=2_000)
     assert session.snapshots == [] and window.canvas.snapshot is None
-    assert window.line_table.table_model.rowCount() == 0 and window.slider_label.text() == "no run"
+    # Back to the initial lines: the table shows them, as before any run.
+    assert window.line_table.table_model.rowCount() == len(session.prep.initial_lines)
+    assert window.slider_label.text() == "no run" and window.lines_title.text().startswith("Initial lines")
 
 
 def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_path: str,
@@ -194,22 +211,27 @@ def test_edit_initial_lines_and_rerun(qtbot: object, window: MainWindow, page_pa
     window.undo.undo()
     window.undo.undo()
     np.testing.assert_allclose(window.edits.segments, original)
+    assert not window.edits.edited and window.edits.lines is window.edits.prepared  # the exact rows
     window.undo.redo()
     window.undo.redo()
     window.undo.redo()
     np.testing.assert_allclose(window.edits.segments, edited)
+    editor.select(0)
     editor.rotate_selected(2.0)
     editor.move(0, window.edits.segments[0] + [0.0, 3.0])
     edited = window.edits.segments.copy()
-    # Autosaved at once; the JSON save/load round-trips.
+    # Autosaved at once, with the edits that made the lines; the JSON save/load round-trips.
     autosave = window.edits.autosave_path()
     assert autosave is not None and autosave.exists()
-    assert EditModel.parse(autosave.read_text())[1].shape == edited.shape
+    saved_data = json.loads(autosave.read_text())
+    assert len(saved_data["initial_lines"]["lines"]) == len(edited)
+    assert [r["op"] for r in saved_data["edits"]] == ["merge", "delete", "split", "rotate", "move"]
     saved = tmp_path / "edits.json"
     window.save_edits(str(saved))
     window.undo.undo()
-    window.load_edits(str(saved))
-    np.testing.assert_allclose(window.edits.segments, edited, atol=1e-3)
+    window.load_initial_lines(str(saved))
+    qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=10_000)
+    np.testing.assert_allclose(sorted_segments(window.edits.segments), sorted_segments(edited), atol=1e-3)
     qtbot.waitUntil(lambda: len(editor.rois) == len(edited), timeout=2_000)
     # Re-run: EM starts from the edited lines.
     run_to_end(qtbot, window)
@@ -277,7 +299,7 @@ def test_drag_line_end_point(qtbot: object, window: MainWindow, page_path: str) 
     moved = window.edits.segments
     tolerance = 2 * window.canvas.pixel_size()  # a screen pixel or two, in page pixels
     np.testing.assert_allclose(moved[i, 1], target_xy, atol=tolerance)
-    np.testing.assert_allclose(moved[i, 0], original[i, 0], atol=1e-6)  # the other end stays
+    np.testing.assert_allclose(moved[i, 0], original[i, 0], atol=1e-3)  # the other end stays
     np.testing.assert_allclose(np.delete(moved, i, axis=0), np.delete(original, i, axis=0))
     np.testing.assert_allclose(window.canvas.initial_segments, moved)
     assert window.edits.edited
@@ -431,7 +453,7 @@ def test_engine_crash_is_a_message_and_keeps_edits(qtbot: object, window: MainWi
     assert "engine process ended unexpectedly" in window.banner.text()
     assert window.status_stage.text() == "failed"
     np.testing.assert_allclose(window.edits.segments, edited)
-    assert EditModel.parse(window.edits.autosave_path().read_text())[1].shape == edited.shape
+    assert len(json.loads(window.edits.autosave_path().read_text())["initial_lines"]["lines"]) == len(edited)
     window.param_panel.set_params(Parameters().replace(**FAST))
     run_to_end(qtbot, window)  # the window recovers
     assert window.engine_process.pid != pid
@@ -444,7 +466,7 @@ def test_messages_round_trip_through_a_pipe() -> None:
     import threading
     from multiprocessing.connection import Connection
 
-    from tlgui.engine_process import recv_message, send_message
+    from tlgui.messages import recv_message, send_message
 
     rng = np.random.default_rng(0)
     msg = ("finished", 7, {"labels": rng.integers(0, 99, (700, 500), dtype=np.int32),
@@ -501,15 +523,15 @@ def test_engine_process_failure_and_kill_on_cancel(tmp_path: Path, synthetic_pag
         messages: list[tuple] = []
         job = Job(1, str(tmp_path / "missing.png"), Parameters(), RunControl(), em=False)
         assert engine.run(job, messages.append) == "failed"
-        assert messages[-1][0] == "failed" and "missing.png" in messages[-1][2]
+        assert isinstance(messages[-1], Failed) and "missing.png" in messages[-1].message
         pid = engine.pid
         big = tmp_path / "big.png"
         cv2.imwrite(str(big), np.tile(synthetic_page.image, (6, 6)))
         control = RunControl()
         cancelled_at: list[float] = []
 
-        def deliver(msg: tuple) -> None:
-            if msg[:3] == ("stage", 2, "preparing: ink"):
+        def deliver(msg: object) -> None:
+            if msg == Stage(2, "preparing: ink"):
                 cancelled_at.append(time.perf_counter())
                 control.cancel()
 
@@ -530,8 +552,11 @@ def test_corrupt_file_shows_message(qtbot: object, window: MainWindow, tmp_path:
     assert window.session.path is None
     # The window still works afterwards.
     open_and_prepare(qtbot, window, page_path)
-    window.load_edits(str(bad))
-    assert "Cannot load edited lines" in window.banner.text()
+    before = window.edits.lines
+    window.load_initial_lines(str(bad))
+    qtbot.waitUntil(lambda: not window.is_busy() and "Cannot load initial lines" in window.banner.text(),
+                    timeout=10_000)
+    assert str(bad) in window.banner.text() and window.edits.lines is before and window.undo.count() == 0
 
 
 def test_parameters_validate_and_persist(qtbot: object, window: MainWindow, page_path: str) -> None:
@@ -598,7 +623,7 @@ def test_flip_one_switch_reruns_from_the_same_preparation(qtbot: object, window:
 
 
 def test_parameters_saved_against_other_defaults_are_not_restored(qtbot: object, tmp_path: Path) -> None:
-    from tlgui.window import defaults_fingerprint
+    from tlgui.settings import defaults_fingerprint
 
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(tmp_path / "config"))
     settings = app_settings()
@@ -724,27 +749,27 @@ def test_quiet_job_sends_only_its_result_and_keeps_the_shown_pages_preparation(
     params = Parameters().replace(max_em_iterations=4)
     engine = EngineProcess()
     try:
-        shown: list[tuple] = []
+        shown: list[object] = []
         assert engine.run(Job(1, page_path, params, RunControl(), em=False), shown.append) == "finished"
-        prep = next(m[3] for m in shown if m[0] == "prepared")
-        quiet: list[tuple] = []
+        prep = next(m.prep for m in shown if isinstance(m, Prepared))
+        quiet: list[object] = []
         control = RunControl()
         control.set_mode(RUN)
-        job = Job(2, str(other), params, control, None, None, True, (str(tmp_path / "out"), "other", {}), quiet=True)
+        job = Job(2, str(other), params, control, None, None, True, Outputs(str(tmp_path / "out"), "other"), quiet=True)
         assert engine.run(job, quiet.append) == "finished"
-        assert {m[0] for m in quiet} == {"stage", "finished"}
+        assert {type(m) for m in quiet} == {Stage, Finished}
         assert (tmp_path / "out" / "other.json").exists()
-        again: list[tuple] = []
+        again: list[object] = []
         control = RunControl()
         control.set_mode(RUN)
         assert engine.run(Job(3, page_path, params, control, prep), again.append) == "finished", again
-        assert not any(m[0] == "prepared" for m in again) and any(m[0] == "snapshot" for m in again)
+        assert not any(isinstance(m, Prepared) for m in again) and any(isinstance(m, SnapshotReady) for m in again)
         # A run switched to RUN_QUIET (a page the user left) runs to the end without snapshots.
-        left: list[tuple] = []
+        left: list[object] = []
         control = RunControl()
         control.set_mode(RUN_QUIET)
         assert engine.run(Job(4, page_path, params, control, prep), left.append) == "finished", left
-        assert {m[0] for m in left} == {"stage", "finished"}
+        assert {type(m) for m in left} == {Stage, Finished}
     finally:
         engine.close()
 

@@ -6,6 +6,7 @@ folder.  Every wait is a ``qtbot.waitUntil`` on the window's state.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import cv2
@@ -20,7 +21,7 @@ from engine import batch
 from engine.evaluate import find_ground_truth
 from engine.export import read_outputs, validate_page_xml
 from engine.params import Parameters
-from tlgui.document import DONE, FAILED, NOT_RUN, scan_document
+from tlgui.document import DONE, FAILED, NOT_RUN, cache_complete, scan_document
 from tlgui.pagelist import COLUMNS
 from tlgui.probe import GapProbe
 from tlgui.window import MainWindow
@@ -60,7 +61,7 @@ def run_all(qtbot: object, win: MainWindow) -> GapProbe:
     probe = GapProbe(label=win.status_stage.text)
     probe.start()
     win.run_all()
-    qtbot.waitUntil(lambda: win._run_queue is None and not win.is_busy()
+    qtbot.waitUntil(lambda: win.jobs.run_queue is None and not win.is_busy()
                     and all(p.state in (DONE, FAILED) for p in win.document.pages), timeout=120_000)
     probe.stop()
     return probe
@@ -98,10 +99,19 @@ def test_folder_runs_all_with_ground_truth_and_sorts_worst_first(
     qtbot.waitUntil(lambda: all(p.fm is not None and p.saved for p in window.document.pages), timeout=30_000)
     fms = [p.fm for p in window.document.pages]
     assert fms[WORST] < min(fms[k] for k in range(3) if k != WORST)
-    # Each page's outputs were written, as tlseg writes them, to the document's output folder.
+    # Each page's result was written to the window's results cache, compact: the labels as a
+    # 16-bit PNG and the JSON (with the initial lines and the edits), no .dat nor overlay.
+    outdir = window.document.outdir
+    assert window.document.cache
     for p in docs:
-        assert batch.outputs_complete(window.document.outdir, p.stem)
-        assert len(read_outputs(window.document.outdir, p.stem).seg.lines) == p.lines
+        assert cache_complete(outdir, p.stem) and not batch.outputs_complete(outdir, p.stem)
+        assert sorted(f.name for f in outdir.glob(f"{p.stem}.*")) == [f"{p.stem}.json", f"{p.stem}.labels.png"]
+        saved = read_outputs(outdir, p.stem)
+        assert len(saved.seg.lines) == p.lines and saved.meta["compact"] and saved.meta["edited"] is False
+        assert len(saved.meta["initial_lines"]["lines"]) >= p.lines - 2
+    # Run all ends with a summary, FM included once the pages are scored.
+    summary = f"Run all: 3 of 3 done, 0 failed, median FM {np.median(fms):.3f} over 3 pages with ground truth"
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage() == summary, timeout=10_000)
     rows = row_texts(window)
     assert all(row[1] == DONE and int(row[2]) > 0 for row in rows)
     # Sorting by FM puts the worst page first; the next-page key follows the sorted order.
@@ -136,6 +146,7 @@ def test_unreadable_page_fails_and_the_others_finish(
     row = window.page_list.row_of(2)
     state_item = window.page_list.table_model.item(row, COLUMNS.index("state"))
     assert state_item.text() == FAILED and state_item.toolTip() == bad.error
+    assert window.statusBar().currentMessage().startswith("Run all: 2 of 3 done, 1 failed")
 
 
 @pytest.mark.parametrize("layout", ["outputs_only", "beside_images", "images_gone"])
@@ -149,7 +160,7 @@ def test_tlseg_outputs_open_without_running(
         for image in images:
             image.unlink()
     sent: list[object] = []
-    window.runJob.connect(sent.append)  # every engine job leaves through this signal
+    window.jobs.runJob.connect(sent.append)  # every engine job leaves through this signal
     open_document(qtbot, window, [outdir])
     docs = window.document.pages
     assert [p.stem for p in docs] == ["page0", "page1", "page2"]
@@ -200,6 +211,7 @@ def test_edits_survive_moving_between_pages(
     assert window.edits.edited
     np.testing.assert_allclose(window.edits.segments, edited, atol=1e-3)
     np.testing.assert_allclose(window.canvas.initial_segments, edited, atol=1e-3)
+    assert [r["op"] for r in window.edits.records] == ["delete", "move"]  # what made them, too
 
 
 def test_scan_finds_pages_truth_and_outputs(tmp_path: Path, pages: list[object]) -> None:
@@ -260,7 +272,7 @@ def test_stop_ends_run_all(qtbot: object, window: MainWindow, tmp_path: Path, pa
     window.stop()
     qtbot.waitUntil(lambda: not window.is_busy(), timeout=5_000)
     qtbot.wait(200)
-    assert window._run_queue is None and window.session.path == window.document.pages[0].path
+    assert window.jobs.run_queue is None and window.session.path == window.document.pages[0].path
     assert [p.state for p in window.document.pages] == [NOT_RUN, NOT_RUN]
     assert [row[1] for row in row_texts(window)] == [NOT_RUN, NOT_RUN]
 
@@ -302,24 +314,24 @@ def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
     docs = window.document.pages
     sent: list[object] = []
-    window.runJob.connect(sent.append)
+    window.jobs.runJob.connect(sent.append)
     probe = GapProbe(label=window.status_stage.text)
     probe.start()
     window.run_all()
     assert sent[-1].path == docs[0].path and not sent[-1].quiet  # the shown page, drawn as it runs
     window.go_to_page(2)  # page 0 runs on, in the background
-    assert window._run_queue == [1, 2] and window._bg_job is sent[-1] and window.job is None
+    assert window.jobs.run_queue == [1, 2] and window.jobs.bg_job is sent[-1] and window.job is None
     assert sent[-1].control.mode == RUN_QUIET  # no more snapshots from it
     assert window.buttons["stop"].isEnabled()
-    qtbot.waitUntil(lambda: window._bg_job is not None and window._bg_job.quiet
+    qtbot.waitUntil(lambda: window.jobs.bg_job is not None and window.jobs.bg_job.quiet
                     and window.session.prep is not None and window.session.path == docs[2].path, timeout=30_000)
-    assert window._bg_job.path == docs[1].path and window.document.pages[1].state == "running"
+    assert window.jobs.bg_job.path == docs[1].path and window.document.pages[1].state == "running"
     assert window.document.pages[0].state == DONE  # page 0 finished in the background
     assert window.statusBar().currentMessage() == "Run all: 1 of 3 pages done; running page1.png"
     window.editor.delete(0)  # the user edits page 2 while page 1 runs
     edited = window.edits.segments.copy()
     window.go_to_page(1)  # the page running in the background
-    qtbot.waitUntil(lambda: window._run_queue is None and not window.is_busy()
+    qtbot.waitUntil(lambda: window.jobs.run_queue is None and not window.is_busy()
                     and all(p.state == DONE for p in window.document.pages), timeout=120_000)
     probe.stop()
     assert not blocked(probe), (blocked(probe), sorted(window.slow_handlers, key=lambda h: -h[2])[:5])
@@ -330,8 +342,10 @@ def test_run_all_goes_on_in_the_background_while_the_user_browses_and_edits(
                                   read_outputs(window.document.outdir, "page1").seg.labels)
     quiet = [job for job in sent if job.quiet]
     assert sorted(job.path for job in quiet) == [docs[1].path, docs[2].path]
-    # Page 2 ran in the background from the user's edited lines.
-    np.testing.assert_allclose(quiet[-1].segments, edited, atol=1e-3)
+    # Page 2 ran in the background from the user's edited lines (its autosave, read there).
+    assert quiet[-1].lines_file == str(window.edits.autosave_path(docs[2].path))
+    saved = json.loads(Path(quiet[-1].lines_file).read_text())["initial_lines"]["lines"]
+    np.testing.assert_allclose([r["segment"] for r in saved], edited, atol=0.01)
     docs = window.document.pages
     assert all(p.lines and p.seconds and p.saved for p in docs)
     assert [row[1] for row in row_texts(window)] == [DONE] * 3

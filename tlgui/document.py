@@ -4,7 +4,13 @@ Plain Python, no Qt: the window changes it, the page list observes it (events ``
 ``changed(index)``).  :func:`scan_document` builds one from files and folders (it reads the
 disk: run it off the GUI thread), finding each page's ground truth beside its image and the
 ``tlseg`` outputs already written for it, so that a finished page is shown without running
-again.
+again.  Folders are searched with their subfolders (as ``tlseg --recursive``).
+
+Results are kept per preset: the default preset's in the output folder itself (where ``tlseg``
+writes), another preset's in its ``preset-<name>`` subfolder (:func:`preset_folder`), so a run
+under ``paper`` never replaces the default result.  The window's own results folder (under its
+settings) is a cache: its entries are compact (labels as a 16-bit PNG, and the JSON), see
+:func:`cache_complete`.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ class PageEntry:
     fm: float | None = None
     error: str = ""
     saved: bool = False
+    #: The parameters of the page's result, as ``preset + changes`` (None: no result).
+    preset: str | None = None
 
     @property
     def name(self) -> str:
@@ -56,11 +64,22 @@ class Document(Observable):
         super().__init__()
         self.pages: list[PageEntry] = []
         self.outdir: Path | None = None
+        #: The preset whose results the rows show (their folder: :meth:`results_folder`).
+        self.preset = "default"
+        #: The outputs go to the window's own cache (compact) rather than a folder of the user's.
+        self.cache = False
 
-    def set_pages(self, pages: list[PageEntry], outdir: Path | None) -> None:
+    def set_pages(self, pages: list[PageEntry], outdir: Path | None, preset: str = "default",
+                  cache: bool = False) -> None:
         self.pages = list(pages)
         self.outdir = outdir
+        self.preset = preset
+        self.cache = cache
         self._notify("reset")
+
+    def results_folder(self, preset: str | None = None) -> Path | None:
+        """Where the results of ``preset`` (default: the rows') are kept."""
+        return None if self.outdir is None else preset_folder(self.outdir, preset or self.preset)
 
     def index_of(self, path: str | None) -> int:
         """The index of the page whose image is ``path`` (absolute), -1 if none."""
@@ -96,12 +115,48 @@ def results_folder(root: Path, specs: list[str]) -> Path:
     return root / f"{first.name or 'pages'}-{key}"
 
 
+def preset_folder(outdir: Path, preset: str) -> Path:
+    """The folder of a preset's results: ``outdir`` for the default, else ``preset-<name>`` in it."""
+    return outdir if preset == "default" else outdir / f"preset-{preset}"
+
+
+#: The files of a compact cache entry (labels as a 16-bit PNG, and the JSON).
+COMPACT_SUFFIXES = (".labels.png", ".json")
+
+
+def cache_complete(folder: Path, stem: str) -> bool:
+    """Whether ``stem``'s result is complete in ``folder``: ``tlseg``'s six outputs, or the
+    window's compact cache entry (its JSON says ``"compact": true``)."""
+    if batch.outputs_complete(folder, stem):
+        return True
+    if not all((folder / f"{stem}{suffix}").is_file() for suffix in COMPACT_SUFFIXES):
+        return False
+    try:
+        return bool(json.loads((folder / f"{stem}.json").read_text(encoding="utf-8")).get("compact"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def params_summary(meta: dict[str, Any]) -> str | None:
+    """``preset + changes`` of the parameters a saved result records (None if it does not)."""
+    from engine.params import ParameterError, Parameters
+
+    data = meta.get("parameters")
+    if not isinstance(data, dict):
+        return None
+    try:
+        return Parameters.from_dict(data).preset_summary()
+    except (ParameterError, TypeError, ValueError):
+        return None
+
+
 def _saved_entry(outdir: Path, stem: str, path: str, gt: Path | None) -> PageEntry:
     """A page whose outputs are complete in ``outdir``: done, with its line count and time."""
     meta = json.loads((outdir / f"{stem}.json").read_text(encoding="utf-8"))
     seconds = (meta.get("timings") or {}).get("total")
     return PageEntry(path, stem, None if gt is None else str(gt), DONE, int(meta.get("n_lines", 0)),
-                     None if seconds is None else float(seconds), saved=True)
+                     None if seconds is None else float(seconds), saved=True,
+                     preset=params_summary(meta) or "default")
 
 
 def _failures(outdir: Path) -> dict[str, str]:
@@ -121,34 +176,41 @@ def _failures(outdir: Path) -> dict[str, str]:
 
 def _output_stems(folder: Path) -> list[str]:
     return sorted(p.name[: -len(".json")] for p in folder.glob("*.json")
-                  if batch.outputs_complete(folder, p.name[: -len(".json")]))
+                  if cache_complete(folder, p.name[: -len(".json")]))
 
 
-def scan_document(specs: list[str], results_root: Path) -> tuple[list[PageEntry], Path, list[str]]:
-    """The pages of ``specs`` (files and folders), the output folder and warnings.
+def scan_document(specs: list[str], results_root: Path, preset: str = "default"
+                  ) -> tuple[list[PageEntry], Path, list[str]]:
+    """The pages of ``specs`` (files and folders, with their subfolders), the output folder
+    and warnings.
 
     Page images are those :func:`engine.batch.discover_pages` finds, less ``tlseg`` outputs
     and label maps.  A single folder holding ``tlseg`` outputs is its own output folder: its
     finished pages are done (even those whose image is elsewhere or gone: then the page is
     the overlay), the ones its report lists as failed are failed.  Otherwise the outputs go
     to :func:`results_folder`.  Output stems are ``tlseg``'s (:func:`engine.batch.unique_stems`).
+    A page is done when its result under ``preset`` is saved (:func:`preset_folder`).
     """
-    found, warnings = batch.discover_pages(specs)
-    images = [Path(os.path.abspath(p)) for p in found if not p.is_dir() and is_page_image(p)]
+    found, warnings = batch.discover_pages(specs, recursive=True)
+    images = [Path(os.path.abspath(p)) for p in found if not p.is_dir() and is_page_image(p)
+              and not _inside_outputs(p)]
     folder = Path(specs[0]) if len(specs) == 1 and Path(specs[0]).is_dir() else None
     saved = _output_stems(folder) if folder is not None else []
     outdir = folder.resolve() if saved else results_folder(results_root, specs)
-    failures = _failures(outdir) if outdir.is_dir() else {}
+    presets = preset_folder(outdir, preset)
+    failures = _failures(presets) if presets.is_dir() else {}
     pages: list[PageEntry] = []
     stems = batch.unique_stems(images)
     for image, stem in zip(images, stems, strict=True):
         gt = find_ground_truth(image)
-        if batch.outputs_complete(outdir, stem):
-            pages.append(_saved_entry(outdir, stem, str(image), gt))
+        if cache_complete(presets, stem):
+            pages.append(_saved_entry(presets, stem, str(image), gt))
         else:
             pages.append(PageEntry(str(image), stem, None if gt is None else str(gt),
                                    FAILED if stem in failures else NOT_RUN, error=failures.get(stem, "")))
     known = set(stems)
+    if preset != "default":
+        saved = []  # pages known only by their outputs are the default preset's
     for stem in saved:  # outputs whose page image is not in the folder
         if stem in known:
             continue
@@ -164,6 +226,27 @@ def scan_document(specs: list[str], results_root: Path) -> tuple[list[PageEntry]
     if not pages:
         warnings.append("no pages in " + ", ".join(specs))
     return pages, outdir, warnings
+
+
+def _inside_outputs(path: Path) -> bool:
+    """An image in a preset's results folder (``preset-<name>``): an output, not a page."""
+    return any(part.startswith("preset-") for part in path.parent.parts[-1:])
+
+
+def saved_states(pages: list[PageEntry], outdir: Path, preset: str) -> list[dict[str, Any]]:
+    """Each page's row under ``preset``: done with its figures when its result is saved in
+    that preset's folder, else not run (what the page list shows after the preset changed)."""
+    folder = preset_folder(outdir, preset)
+    rows = []
+    for page in pages:
+        if cache_complete(folder, page.stem):
+            entry = _saved_entry(folder, page.stem, page.path, None)
+            rows.append({"state": DONE, "lines": entry.lines, "seconds": entry.seconds, "fm": None, "error": "",
+                         "saved": True, "preset": entry.preset})
+        else:
+            rows.append({"state": NOT_RUN, "lines": None, "seconds": None, "fm": None, "error": "", "saved": False,
+                         "preset": None})
+    return rows
 
 
 def read_truth(gt_path: str, page_path: str, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -192,3 +275,16 @@ def saved_fm(outdir: Path, page: PageEntry) -> float | None:
     except (OSError, ValueError):
         return None
     return float(contest_metric(truth, labels, ink=scored).fm)
+
+
+def run_all_summary(pages: list[Any], scoring: bool) -> str:
+    """``Run all: 25 of 25 done, 2 failed, median FM 0.851 over 23 pages with ground truth``."""
+    done = sum(p.state == DONE for p in pages)
+    failed = sum(p.state == FAILED for p in pages)
+    fms = [p.fm for p in pages if p.state == DONE and p.fm is not None]
+    text = f"Run all: {done} of {len(pages)} done, {failed} failed"
+    if fms:
+        text += f", median FM {float(np.median(fms)):.3f} over {len(fms)} pages with ground truth"
+    if scoring:
+        text += " (FM still being scored)"
+    return text

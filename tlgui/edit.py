@@ -1,35 +1,48 @@
 """Editing the initial lines before a run: select, move, drag end points, rotate, add by
-drawing, delete, split, merge.  Every edit is one :class:`SegmentsCommand` on a QUndoStack
-that swaps the whole segment array, so undo/redo is exact and needs no per-operation code.
+drawing, delete, split, merge, lock.  Every edit computes the new lines with
+:mod:`engine.edits` (which changes only the rows it touches) and is one :class:`LinesCommand`
+on a QUndoStack that swaps the whole ``LineSet``, so undo/redo restores the exact rows.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QPainter, QPen, QUndoCommand, QUndoStack
+from PySide6.QtGui import QPainter, QPen, QUndoCommand
 
-from .canvas import PageCanvas, distance_to_segments
+from engine import edits as engine_edits
+from engine.model import LineSet
+
+from .canvas import PageCanvas
+from .items import distance_to_segments
 from .session import EditModel
 
 EDIT_MODES = ("off", "select", "add", "split", "merge", "delete")
+#: Whether a line the user draws or moves is locked (kept in place through EM) at once.  The
+#: study of issue 24 (bench/steering.py: user lines locked against free) decides it.
+LOCK_EDITED_LINES = False
 
 
-class SegmentsCommand(QUndoCommand):
-    """Replace the edit model's segments; undo puts the previous ones back."""
+class LinesCommand(QUndoCommand):
+    """Replace the edit model's lines; undo puts the previous rows back, bit for bit.
+    ``record`` describes the edit (``{"op": "move", "line": 3, ...}``) for the files that
+    record the user's edits."""
 
-    def __init__(self, model: EditModel, old: np.ndarray, new: np.ndarray, text: str) -> None:
+    def __init__(self, model: EditModel, old: LineSet, new: LineSet, text: str, record: dict[str, Any]) -> None:
         super().__init__(text)
         self.model = model
-        self.old = np.array(old, dtype=float, copy=True)
-        self.new = np.array(new, dtype=float, copy=True)
+        self.old = old
+        self.new = new
+        self.record = record
 
     def redo(self) -> None:
-        self.model.set_segments(self.new)
+        self.model.set_lines(self.new)
 
     def undo(self) -> None:
-        self.model.set_segments(self.old)
+        self.model.set_lines(self.old)
 
 
 # --- pure geometry (tested without a window) --------------------------------------------------
@@ -100,17 +113,21 @@ class DrawCatcher(pg.GraphicsObject):
             self.editor.add_segment(np.array([start, here]))
 
 
+def _segment_record(seg: np.ndarray) -> list[list[float]]:
+    return np.round(np.asarray(seg, dtype=float), 2).tolist()
+
+
 class LineEditor(QObject):
-    """Turns mouse gestures on the canvas into commands on the edit model."""
+    """Turns mouse gestures on the canvas into commands on the edit model (given to ``push``)."""
 
     selectionChanged = Signal(int)
     message = Signal(str)
 
-    def __init__(self, canvas: PageCanvas, model: EditModel, stack: QUndoStack) -> None:
+    def __init__(self, canvas: PageCanvas, model: EditModel, push: Any) -> None:
         super().__init__()
         self.canvas = canvas
         self.model = model
-        self.stack = stack
+        self.push = push
         self.mode = "off"
         self.selected = -1
         self.merge_first = -1
@@ -143,7 +160,8 @@ class LineEditor(QObject):
             self.catcher.set_rect(QRectF(0, 0, w, h))
         self._sync_rois()
         hints = {
-            "select": "drag a line to move it, its ends to stretch or turn it; [ ] rotate; Del deletes",
+            "select": "drag a line to move it, its ends to stretch or turn it; [ ] rotate; Del deletes; "
+                      "Ctrl+L locks",
             "add": "drag on the page to draw a new line",
             "split": "click a line where it should be cut",
             "merge": "click two lines to merge them",
@@ -157,7 +175,7 @@ class LineEditor(QObject):
 
     # --- ROIs ------------------------------------------------------------------------------
     def _on_model_changed(self) -> None:
-        self.canvas.set_initial_segments(self.model.segments)
+        self.canvas.set_initial_lines(self.model.segments, self.model.lines.locked)
         if self.selected >= len(self.model.segments):
             self.select(-1)
         # Deferred: the change may come from an ROI's own signal, which must not delete it.
@@ -179,7 +197,7 @@ class LineEditor(QObject):
         for roi in self.rois:
             self.canvas.view.removeItem(roi)
         self.rois = []
-        self.canvas.layers["initial"].items[0].setVisible(self.canvas.layers["initial"].visible and not want)
+        self.canvas.show_initial_items(not want)
         if not want:
             return
         for i, seg in enumerate(segs):
@@ -195,8 +213,14 @@ class LineEditor(QObject):
         self._style_rois()
 
     def _style_rois(self) -> None:
+        locked = self.model.lines.locked
         for i, roi in enumerate(self.rois):
-            colour = "#ffff00" if i == self.selected else ("#ff9100" if i == self.merge_first else "#00e5ff")
+            if i == self.selected:
+                colour = "#ffff00"
+            elif i == self.merge_first:
+                colour = "#ff9100"
+            else:
+                colour = "#ff4081" if i < len(locked) and locked[i] else "#00e5ff"
             pen = QPen(pg.mkColor(colour), 3 if i == self.selected else 2)
             pen.setCosmetic(True)
             roi.setPen(pen)
@@ -220,13 +244,14 @@ class LineEditor(QObject):
     def _on_drag_start(self, _roi: object) -> None:
         self._drag_old = self.model.segments.copy()
 
-    def _on_drag_finish(self, _roi: object) -> None:
+    def _on_drag_finish(self, roi: object) -> None:
         if self._drag_old is None:
             return
         new = self._roi_segments()
         old, self._drag_old = self._drag_old, None
-        if new.shape == old.shape and not np.allclose(new, old, atol=1e-6):
-            self.stack.push(SegmentsCommand(self.model, old, new, "move line"))
+        i = self._index_of(roi)
+        if new.shape == old.shape and 0 <= i < len(new) and not np.allclose(new[i], old[i], atol=1e-6):
+            self.move(i, new[i])
 
     # --- clicks ------------------------------------------------------------------------------
     def _on_page_clicked(self, x: float, y: float, _modifiers: object) -> None:
@@ -266,45 +291,75 @@ class LineEditor(QObject):
         self._style_rois()
         self.selectionChanged.emit(i)
 
-    def _push(self, new: np.ndarray, text: str) -> None:
-        self.stack.push(SegmentsCommand(self.model, self.model.segments, new, text))
+    def _apply(self, new: LineSet, text: str, record: dict[str, Any]) -> bool:
+        """Push the edit that turns the model's lines into ``new`` (True when pushed)."""
+        self.push(LinesCommand(self.model, self.model.lines, new, text, record))
+        return True
+
+    def _ready(self) -> bool:
+        if self.model.prep is None:
+            self.message.emit("the page is being prepared: its lines can be edited once it is")
+            return False
+        return True
 
     def add_segment(self, seg: np.ndarray) -> None:
-        if np.hypot(*(seg[1] - seg[0])) < 3 * self.canvas.pixel_size():
+        if np.hypot(*(seg[1] - seg[0])) < 3 * self.canvas.pixel_size() or not self._ready():
             return  # a click, not a drawn line
         seg = seg if seg[0, 0] <= seg[1, 0] else seg[::-1]
-        self._push(np.concatenate([self.model.segments, seg[None]]), "add line")
-        self.select(len(self.model.segments) - 1)
+        try:
+            new = engine_edits.add_line(self.model.prep, self.model.lines, seg, locked=LOCK_EDITED_LINES)
+        except ValueError as exc:
+            self.message.emit(str(exc))
+            return
+        self._apply(new, "add line", {"op": "add", "segment": _segment_record(seg), "locked": LOCK_EDITED_LINES})
+        self.select(len(self.model.lines) - 1)
 
     def delete(self, i: int) -> None:
-        if 0 <= i < len(self.model.segments):
-            self._push(np.delete(self.model.segments, i, axis=0), "delete line")
+        if 0 <= i < len(self.model.lines):
+            self._apply(engine_edits.delete_lines(self.model.lines, i), "delete line",
+                        {"op": "delete", "line": int(i), "segment": _segment_record(self.model.segments[i])})
             self.select(-1)
 
     def split(self, i: int, point: np.ndarray) -> None:
-        segs = self.model.segments
-        halves = split_segment(segs[i], point, gap=4 * self.canvas.pixel_size())
-        self._push(np.concatenate([segs[:i], halves, segs[i + 1:]]), "split line")
+        if not (0 <= i < len(self.model.lines)) or not self._ready():
+            return
+        seg = self.model.segments[i]
+        # The cut lies well inside the line: each part keeps at least 5 % of it.
+        cut = split_segment(seg, np.asarray(point, dtype=float))[0, 1]
+        self._apply(engine_edits.split_line(self.model.prep, self.model.lines, i, cut), "split line",
+                    {"op": "split", "line": int(i), "point": _segment_record(cut)})
         self.select(i)
 
     def merge(self, i: int, j: int) -> None:
-        segs = self.model.segments
-        merged = merge_segments(segs[i], segs[j])
-        keep = np.delete(segs, [i, j], axis=0)
-        self._push(np.concatenate([keep, merged[None]]), "merge lines")
-        self.select(len(keep))
+        if i == j or not self._ready():
+            return
+        self._apply(engine_edits.merge_lines(self.model.prep, self.model.lines, i, j), "merge lines",
+                    {"op": "merge", "lines": [int(i), int(j)]})
+        self.select(min(i, j))
 
     def rotate_selected(self, degrees: float) -> None:
         i = self.selected
-        if 0 <= i < len(self.model.segments):
-            new = self.model.segments.copy()
-            new[i] = rotate_segment(new[i], degrees)
-            self._push(new, "rotate line")
+        if 0 <= i < len(self.model.lines):
+            self.move(i, rotate_segment(self.model.segments[i], degrees), f"rotate line {degrees:+g}°",
+                      {"op": "rotate", "line": int(i), "degrees": float(degrees)})
 
-    def move(self, i: int, new_segment: np.ndarray) -> None:
-        new = self.model.segments.copy()
-        new[i] = new_segment
-        self._push(new, "move line")
+    def move(self, i: int, new_segment: np.ndarray, text: str = "move line",
+             record: dict[str, Any] | None = None) -> None:
+        """Line ``i`` along ``new_segment``: it keeps sigma_t, sigma_s (unless its length
+        changed), prior and region (:func:`engine.edits.move_line`)."""
+        if not (0 <= i < len(self.model.lines)) or not self._ready():
+            return
+        new = engine_edits.move_line(self.model.prep, self.model.lines, i, new_segment)
+        if LOCK_EDITED_LINES:
+            new = engine_edits.set_locked(new, [i], True)
+        self._apply(new, text, record or {"op": "move", "line": int(i), "segment": _segment_record(new_segment)})
+
+    def toggle_lock(self, i: int) -> None:
+        """Lock line ``i`` (EM keeps it where it is) or unlock it."""
+        if 0 <= i < len(self.model.lines):
+            locked = not bool(self.model.lines.locked[i])
+            self._apply(engine_edits.set_locked(self.model.lines, [i], locked), "lock line" if locked else
+                        "unlock line", {"op": "lock" if locked else "unlock", "line": int(i)})
 
     def close(self) -> None:
         for roi in self.rois:

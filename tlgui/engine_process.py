@@ -13,22 +13,15 @@ This module never imports Qt (the child runs it).  The parent side is :class:`En
 driven from one reader thread (``tlgui.worker.EngineWorker``); the child side is
 :func:`child_main`.  The child is a fresh interpreter (like multiprocessing's spawn, but it never
 re-imports the caller's ``__main__``, and it lowers its priority before importing anything)
-talking over two pipes wrapped in multiprocessing ``Connection`` objects.  Messages are
-pickled with protocol 5 and NumPy arrays travel as out-of-band buffers, each read straight
-into a fresh array by ``os.readv`` (see :func:`recv_buffer`), so the reader thread spends its
-time in ``readv`` (GIL released), not in copies.
-
-Child -> parent: ``("stage", id, text)``, ``("prepared", id, token, prep, geometry)``,
-``("snapshot", id, snap, mode, seq)``, ``("finished", id, seg, overlay)``,
-``("failed", id, text)``, ``("done", id, status)``.
-Parent -> child: ``("job", spec)``, ``("mode", id, mode, seq)``, ``("cancel", id)``, ``("quit",)``.
+talking over two pipes wrapped in multiprocessing ``Connection`` objects, in the typed
+messages of :mod:`tlgui.messages`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
-import struct
 import subprocess
 import sys
 import threading
@@ -43,14 +36,35 @@ from typing import Any
 import numpy as np
 
 from engine import pipeline
-from engine.model import Preparation, Snapshot
+from engine.model import LineSet, Preparation, Snapshot
 from engine.params import Parameters
 
 from .geometry import label_overlay, prep_geometry
+from .messages import (
+    PAUSE,
+    RUN,
+    RUN_QUIET,
+    STEP_EM,
+    STEP_SWEEP,
+    Cancel,
+    Done,
+    EngineMessage,
+    Failed,
+    Finished,
+    JobSpec,
+    ModeChange,
+    Outputs,
+    Prepared,
+    Quit,
+    SnapshotReady,
+    Stage,
+    recv_message,
+    send_message,
+)
+from .steering import start_lines
 
-RUN, PAUSE, STEP_EM, STEP_SWEEP = "run", "pause", "step_em", "step_sweep"
-#: Run to the end without sending snapshots (a page the user left runs on in the background).
-RUN_QUIET = "run_quiet"
+__all__ = ["GRACE_S", "PAUSE", "RUN", "RUN_QUIET", "STEP_EM", "STEP_SWEEP", "EngineProcess", "Job",
+           "RunControl", "run_job"]
 #: How long a cancelled job may take to notice before its process is killed.
 GRACE_S = 0.25
 #: How often the reader thread looks at the user's controls while waiting for the engine.
@@ -69,63 +83,6 @@ class Cancelled(Exception):
 
 class ParentGone(Exception):
     """The window's end of the pipe closed: the child exits."""
-
-
-# ================================================================ messages
-def send_message(conn: Connection, obj: Any) -> None:
-    """Pickle ``obj`` (protocol 5) and send it, NumPy buffers out of band (no copies)."""
-    buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    raws = [b.raw() for b in buffers]
-    conn.send_bytes(pickle.dumps((data, [r.nbytes for r in raws]), protocol=5))
-    for raw in raws:
-        conn.send_bytes(raw)
-
-
-def recv_message(conn: Connection) -> Any:
-    """Receive one :func:`send_message` message; arrays come back writable (views of the
-    buffers read by :func:`recv_buffer`)."""
-    data, sizes = pickle.loads(recv_buffer(conn))
-    buffers = []
-    for size in sizes:
-        buf = recv_buffer(conn)
-        if len(buf) != size:
-            raise OSError(f"expected a buffer of {size} bytes, got {len(buf)}")
-        buffers.append(buf)
-    return pickle.loads(data, buffers=buffers)
-
-
-def recv_buffer(conn: Connection) -> np.ndarray:
-    """One ``Connection.send_bytes`` message as a new uint8 array, read straight into it.
-
-    ``Connection.recv_bytes_into`` holds the GIL for whole-buffer copies: it zero-fills the
-    destination (``bytearray(n)``), gathers the chunks in a ``BytesIO`` and copies that over
-    at the end, i.e. some 10-20 ms per 40 MB during which the GUI thread cannot run a line of
-    Python.  Here the buffer is allocated uninitialised and filled by ``os.readv``, which
-    releases the GIL while the kernel copies each chunk."""
-    fd = conn.fileno()
-    header = np.empty(4, dtype=np.uint8)
-    _read_into(fd, memoryview(header), first=True)
-    size = int(struct.unpack("!i", header.tobytes())[0])
-    if size == -1:  # Connection's header of a message over 2 GiB
-        header = np.empty(8, dtype=np.uint8)
-        _read_into(fd, memoryview(header))
-        size = int(struct.unpack("!Q", header.tobytes())[0])
-    buf = np.empty(size, dtype=np.uint8)
-    _read_into(fd, memoryview(buf))
-    return buf
-
-
-def _read_into(fd: int, view: memoryview, first: bool = False) -> None:
-    """Fill ``view`` from ``fd`` (EOFError if the pipe ends before a message begins)."""
-    got, size = 0, len(view)
-    while got < size:
-        n = os.readv(fd, [view[got:]])
-        if n == 0:
-            if first and got == 0:
-                raise EOFError
-            raise OSError("got end of file during message")
-        got += n
 
 
 # ================================================================ parent side
@@ -172,9 +129,9 @@ class RunControl:
 @dataclass
 class Job:
     """One piece of engine work.  ``prep`` is reused when given, else the page at ``path``
-    is prepared; with ``em`` the EM run follows (from ``segments`` when the user edited the
-    initial lines) and then the final labelling; with ``outputs`` (folder, stem, extra JSON)
-    the engine process then writes the page's ``tlseg`` outputs there
+    is prepared; with ``em`` the EM run follows (from ``lines`` when the user edited the
+    initial lines, or from those of ``lines_file``) and then the final labelling; with
+    ``outputs`` the engine process then writes the page's ``tlseg`` outputs
     (:func:`engine.export.write_outputs`: in that process, not in the window's).  A ``quiet``
     job (a page run in the background) sends neither its preparation nor its snapshots, only
     stages and the final result, and leaves the preparation the process keeps for the shown
@@ -187,10 +144,16 @@ class Job:
     params: Parameters
     control: RunControl
     prep: Preparation | None = None
-    segments: np.ndarray | None = None
+    lines: LineSet | None = None
     em: bool = True
-    outputs: tuple[str, str, dict[str, Any]] | None = None
+    outputs: Outputs | None = None
     quiet: bool = False
+    lines_file: str | None = None
+
+    def spec(self, mode: str, seq: int, prep_token: int | None, send_prep: bool) -> JobSpec:
+        """What the engine process is sent (the preparation only when it lacks it)."""
+        return JobSpec(self.id, self.path, self.params, self.em, mode, seq, self.lines, self.lines_file,
+                       self.outputs, self.quiet, self.prep if send_prep else None, prep_token)
 
 
 class EngineProcess:
@@ -266,7 +229,7 @@ class EngineProcess:
             if proc is None:
                 return
             try:
-                self._send(("quit",))
+                self._send(Quit())
             except OSError:
                 pass
             if not _wait(proc, 1.0):
@@ -274,9 +237,9 @@ class EngineProcess:
                 _wait(proc, 2.0)
             self._discard()
 
-    def run(self, job: Job, deliver: Callable[[tuple], None]) -> str:
-        """Run ``job`` in the process; hand every message but ``done`` to ``deliver`` (in this
-        thread).  Returns "finished", "cancelled" or "failed"."""
+    def run(self, job: Job, deliver: Callable[[EngineMessage], None]) -> str:
+        """Run ``job`` in the process; hand every message but :class:`Done` to ``deliver`` (in
+        this thread).  Returns "finished", "cancelled" or "failed"."""
         control = job.control
         if control.cancelled():
             return "cancelled"
@@ -285,26 +248,20 @@ class EngineProcess:
         with self._lock:
             from_child, proc = self._from_child, self._proc
         mode, seq = control.state()
-        spec: dict[str, Any] = {"id": job.id, "path": job.path, "params": job.params, "em": job.em,
-                                "segments": job.segments, "mode": mode, "seq": seq, "outputs": job.outputs,
-                                "quiet": job.quiet}
-        if job.prep is not None:
-            if job.prep is self._child_prep:
-                spec["prep_token"] = self._child_token
-            else:  # a new process, or another preparation: send it
-                spec["prep"], spec["prep_token"] = job.prep, job.id
+        send_prep = job.prep is not None and job.prep is not self._child_prep
+        token = None if job.prep is None else (job.id if send_prep else self._child_token)
         try:
-            self._send(("job", spec))
+            self._send(job.spec(mode, seq, token, send_prep))
         except OSError:
             return self._died(job, deliver)
-        if "prep" in spec:
+        if send_prep:  # a new process, or another preparation: it holds this one now
             self._child_prep, self._child_token = job.prep, job.id
         sent_seq, deadline = seq, None
         while True:
             if control.cancelled():
                 if deadline is None:
                     deadline = time.monotonic() + GRACE_S
-                    self._send(("cancel", job.id))
+                    self._send(Cancel(job.id))
                 elif time.monotonic() > deadline:
                     # Inside a call that cannot look: kill it, and start the next process now.
                     self.kill()
@@ -314,7 +271,7 @@ class EngineProcess:
                 mode, seq = control.state()
                 if seq != sent_seq:
                     sent_seq = seq
-                    self._send(("mode", job.id, mode, seq))
+                    self._send(ModeChange(job.id, mode, seq))
             try:
                 if not from_child.poll(POLL_S):
                     if proc.poll() is not None and not from_child.poll(0):
@@ -323,17 +280,16 @@ class EngineProcess:
                 msg = recv_message(from_child)
             except (EOFError, OSError):
                 return self._died(job, deliver)
-            kind = msg[0]
-            if kind == "done":
-                return "cancelled" if control.cancelled() else msg[2]
-            if kind == "prepared":
-                self._child_prep, self._child_token = msg[3], msg[2]
-            elif kind == "snapshot":
-                control.engine_reports(msg[3], msg[4])
+            if isinstance(msg, Done):
+                return "cancelled" if control.cancelled() else msg.status
+            if isinstance(msg, Prepared):
+                self._child_prep, self._child_token = msg.prep, msg.token
+            elif isinstance(msg, SnapshotReady):
+                control.engine_reports(msg.mode, msg.seq)
             if not control.cancelled():
                 deliver(msg)
 
-    def _died(self, job: Job, deliver: Callable[[tuple], None]) -> str:
+    def _died(self, job: Job, deliver: Callable[[EngineMessage], None]) -> str:
         with self._lock:
             code = None
             if self._proc is not None:
@@ -342,7 +298,7 @@ class EngineProcess:
             self._discard()
         if job.control.cancelled():
             return "cancelled"
-        deliver(("failed", job.id, f"the engine process ended unexpectedly (exit code {code})"))
+        deliver(Failed(job.id, f"the engine process ended unexpectedly (exit code {code})"))
         return "failed"
 
 
@@ -370,11 +326,11 @@ class ChildControl:
             while self.inbox.poll(timeout):
                 timeout = 0.0
                 msg = recv_message(self.inbox)
-                if msg[0] == "quit":
+                if isinstance(msg, Quit):
                     raise ParentGone
-                if msg[0] == "mode" and msg[1] == self.job_id:
-                    self.mode, self.seq = msg[2], msg[3]
-                elif msg[0] == "cancel" and msg[1] == self.job_id:
+                if isinstance(msg, ModeChange) and msg.job_id == self.job_id:
+                    self.mode, self.seq = msg.mode, msg.seq
+                elif isinstance(msg, Cancel) and msg.job_id == self.job_id:
                     self.cancelled = True
         except (EOFError, OSError) as exc:
             raise ParentGone from exc
@@ -405,43 +361,40 @@ class ChildControl:
         return True
 
 
-def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple], None],
+def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage], None],
             cache: dict[int, Preparation]) -> None:
     """One job in the engine process: prepare (unless given), EM, finish; results to ``emit``."""
-    job_id = spec["id"]
-    params: Parameters = spec["params"]
+    job_id = spec.id
+    params = spec.params
     control.check()
 
     def progress(message: str) -> None:
         control.check()  # Stop during preparation is noticed between its stages
-        emit(("stage", job_id, f"preparing: {message}"))
+        emit(Stage(job_id, f"preparing: {message}"))
 
-    prep = spec.get("prep")
-    if prep is None and "prep_token" in spec:
-        prep = cache.get(spec["prep_token"])
+    prep = spec.prep
+    if prep is None and spec.prep_token is not None:
+        prep = cache.get(spec.prep_token)
         if prep is None:
             raise RuntimeError("the engine process lost the preparation")
     if prep is None:
-        emit(("stage", job_id, "preparing"))
-        prep = pipeline.prepare(spec["path"], params, progress=progress)
+        emit(Stage(job_id, "preparing"))
+        prep = pipeline.prepare(spec.path, params, progress=progress)
         control.check()
-    quiet = bool(spec.get("quiet"))
-    if quiet:
+    if spec.quiet:
         pass  # a background page: the kept preparation stays the shown page's
-    elif "prep_token" not in spec:
+    elif spec.prep_token is None:
         cache.clear()
         cache[job_id] = prep
         # What the canvas draws of it is computed here too, not in the GUI.
-        emit(("prepared", job_id, job_id, prep, prep_geometry(prep)))
+        emit(Prepared(job_id, job_id, prep, prep_geometry(prep)))
     else:
         cache.clear()
-        cache[spec["prep_token"]] = prep
-    if not spec["em"]:
+        cache[spec.prep_token] = prep
+    if not spec.em:
         return
-    lines = prep.initial_lines
-    if spec.get("segments") is not None:
-        lines = pipeline.lines_from_segments(prep, spec["segments"])
-    emit(("stage", job_id, "EM"))
+    lines = start_lines(prep, spec.lines, spec.lines_file)
+    emit(Stage(job_id, "EM"))
     started = time.perf_counter()
     gen = pipeline.run_em(prep, lines, params=params, per_sweep=True)
     last: Snapshot | None = None
@@ -449,43 +402,75 @@ def run_job(spec: dict[str, Any], control: ChildControl, emit: Callable[[tuple],
         for snap in gen:
             control.check()
             last = snap if snap.sweep is None else last
-            if control.after_snapshot(snap) and not quiet:
-                emit(("snapshot", job_id, snap, control.mode, control.seq))
+            if control.after_snapshot(snap) and not spec.quiet:
+                emit(SnapshotReady(job_id, snap, control.mode, control.seq))
             control.wait_while_paused()
     finally:
         gen.close()
     if last is None:
         raise RuntimeError("the EM run produced no snapshot")
-    emit(("stage", job_id, "labelling"))
-    seg = pipeline.finish(prep, last, params)
+    emit(Stage(job_id, "labelling"))
+    seg = dataclasses.replace(pipeline.finish(prep, last, params), initial_lines=lines)
     control.check()
     overlay = label_overlay(seg.labels)
     control.check()
-    if spec.get("outputs") is not None:
-        emit(("stage", job_id, "writing outputs"))
-        write_outputs(spec["outputs"], spec["path"], prep, last, seg, time.perf_counter() - started)
-    emit(("finished", job_id, seg, overlay))
+    if spec.outputs is not None:
+        emit(Stage(job_id, "writing outputs"))
+        write_outputs(spec.outputs, spec.path, prep, lines, last, seg, time.perf_counter() - started)
+    emit(Finished(job_id, seg, overlay))
 
 
-def write_outputs(outputs: tuple[str, str, dict[str, Any]], path: str, prep: Preparation, last: Snapshot,
-                  seg: Any, run_s: float) -> None:
-    """A finished page's outputs, as ``tlseg`` writes them, with its times and EM figures."""
+def write_outputs(outputs: Outputs, path: str, prep: Preparation, initial: LineSet, last: Snapshot, seg: Any,
+                  run_s: float) -> None:
+    """A finished page's outputs, as ``tlseg`` writes them (or the window's compact cache
+    entry), with its times, EM figures and the initial lines EM started from (``tlseg
+    segment --initial-lines`` reads them back)."""
     from engine import export
 
-    outdir, stem, extra = outputs
     timings = {k: float(v) for k, v in dict(prep.timings or {}).items()}
     timings["em_and_finish"] = run_s
     timings["total"] = sum(timings.values())
-    meta = {**extra, "seed": prep.params.seed, "timings": timings, "iterations": int(last.iteration),
-            "converged": bool(last.converged), "preparation": pipeline.preparation_summary(prep)}
-    export.write_outputs(outdir, stem, prep.gray, seg, Path(path).name, meta)
+    meta = {**outputs.extra, "seed": prep.params.seed, "timings": timings, "iterations": int(last.iteration),
+            "converged": bool(last.converged), "preparation": pipeline.preparation_summary(prep),
+            "initial_lines": initial.to_dict()}
+    if outputs.compact and (seg.labels.size == 0 or int(seg.labels.max()) <= 65535):
+        write_compact_outputs(outputs.folder, outputs.stem, seg, Path(path).name, meta)
+    else:
+        export.write_outputs(outputs.folder, outputs.stem, prep.gray, seg, Path(path).name, meta)
+
+
+def write_compact_outputs(folder: str, stem: str, seg: Any, image_name: str, meta: dict[str, Any]) -> None:
+    """The window's cache entry of a page: ``<stem>.labels.png`` (16-bit, compressed) and
+    ``<stem>.json`` (as ``tlseg`` writes it, with ``"compact": true``), each written
+    atomically; the JSON, which marks the entry complete, is removed first and written last."""
+    import json
+
+    from engine import export
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    h, w = seg.labels.shape
+    meta = {**meta, "lines": seg.lines.to_dict(), "n_lines": len(seg.lines), "image": image_name,
+            "shape": [int(h), int(w)], "compact": True}
+    (out / f"{stem}.json").unlink(missing_ok=True)
+    export.write_label_png(out / f"{stem}.labels.png", seg.labels)
+    text = json.dumps(meta, indent=2, default=_json_value, allow_nan=True)
+    export.atomic_write_bytes(out / f"{stem}.json", text.encode("utf-8"))
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def child_main(inbox: Connection, outbox: Connection) -> None:
     """The engine process: run the jobs that arrive until the window goes (its priority was
     lowered before it imported anything: see :data:`CHILD_BOOT`)."""
 
-    def emit(msg: tuple) -> None:
+    def emit(msg: EngineMessage | Done) -> None:
         send_message(outbox, msg)
 
     cache: dict[int, Preparation] = {}
@@ -494,15 +479,14 @@ def child_main(inbox: Connection, outbox: Connection) -> None:
             msg = recv_message(inbox)
         except (EOFError, OSError):
             return
-        if msg[0] == "quit":
+        if isinstance(msg, Quit):
             return
-        if msg[0] != "job":
+        if not isinstance(msg, JobSpec):
             continue  # a late control message of a job that has ended
-        spec = msg[1]
-        control = ChildControl(inbox, spec["id"], spec["mode"], spec["seq"])
+        control = ChildControl(inbox, msg.id, msg.mode, msg.seq)
         status = "finished"
         try:
-            run_job(spec, control, emit, cache)
+            run_job(msg, control, emit, cache)
         except Cancelled:
             status = "cancelled"
         except ParentGone:
@@ -512,11 +496,11 @@ def child_main(inbox: Connection, outbox: Connection) -> None:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             traceback.print_exc()
             try:
-                emit(("failed", spec["id"], detail))
+                emit(Failed(msg.id, detail))
             except (OSError, pickle.PicklingError):
                 return
         try:
-            emit(("done", spec["id"], status))
+            emit(Done(msg.id, status))
         except OSError:
             return
 

@@ -1,6 +1,7 @@
 """The page list: one row per page of the :class:`~tlgui.document.Document`, which it observes.
 
-Columns: page, state, lines, seconds, FM; sortable by each (numbers sort as numbers, unknown
+Columns: page, state, lines, seconds, FM, and the preset (with its changes) the page's result
+was made with; sortable by each (numbers sort as numbers, unknown
 values last), so that sorting by FM puts the worst pages first.  A failed page's error is the
 tooltip of its state.  ``pageActivated(index)`` gives the document index of the row the user
 picked (clicked, or moved to with the keys), never a row number.
@@ -16,7 +17,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
 from .document import DONE, FAILED, RUNNING, STATES, Document, PageEntry
 
-COLUMNS = ("page", "state", "lines", "s", "FM")
+COLUMNS = ("page", "state", "lines", "s", "FM", "preset")
 #: Role of the value a column sorts by; the document index sits in column 0 under INDEX_ROLE.
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 INDEX_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -51,6 +52,7 @@ def cells(page: PageEntry, shown: str | None = None) -> list[tuple[str, object]]
         ("" if page.lines is None else str(page.lines), _LAST if page.lines is None else float(page.lines)),
         ("" if page.seconds is None else f"{page.seconds:.1f}", _LAST if page.seconds is None else page.seconds),
         ("" if page.fm is None else f"{page.fm:.3f}", _LAST if page.fm is None else page.fm),
+        (page.preset or "", page.preset or "\uffff"),
     ]
 
 
@@ -80,7 +82,8 @@ class PageList(QTableView):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         metrics = self.fontMetrics()
         # Fixed widths that fit each column's longest text ("running", "9999", "99.9", "0.000").
-        for col, sample in enumerate(("", max(STATES, key=metrics.horizontalAdvance), "9999", "99.9", "0.000")):
+        for col, sample in enumerate(("", max(STATES, key=metrics.horizontalAdvance), "9999", "99.9", "0.000",
+                                      "default")):
             if col:
                 header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
                 self.setColumnWidth(col, metrics.horizontalAdvance(sample) + 14)
@@ -121,6 +124,7 @@ class PageList(QTableView):
         colour = STATE_COLOURS.get(page.state)
         state.setForeground(QBrush(QColor(colour)) if colour else QBrush())
         items[0].setToolTip(page.path + (f"\nground truth: {page.gt_path}" if page.gt_path else ""))
+        items[5].setToolTip(f"the result shown was made with preset {page.preset}" if page.preset else "")
 
     def _resort(self) -> None:
         """Keep the user's sort as rows change (the current page stays current)."""

@@ -1,4 +1,5 @@
-"""Side and bottom panels: layers, line table, parameters, ground truth, convergence plots."""
+"""Side and bottom panels: layers, parameters, ground truth, convergence plots (the line table is
+:mod:`tlgui.linetable`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QIcon, QPixmap, QStandardItem, QStandardItemModel
+from PySide6.QtGui import QFont, QFontMetricsF, QImage, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFormLayout,
@@ -24,16 +24,13 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSlider,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
-from engine.model import LineSet
 from engine.params import CHOICES, PREPARATION_FIELDS, PRESETS, ParameterError, Parameters
 
-from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, LINE_COLOURS, POSTERIOR_MODES, line_colour
-from .session import lines_table
+from .canvas import LAYER_DEFAULTS, LAYER_TITLES, LAYERS, POSTERIOR_MODES
 
 # --------------------------------------------------------------------------------------------- layers
 
@@ -72,7 +69,9 @@ class LayerPanel(QWidget):
         self.mode.currentIndexChanged.connect(self._on_mode)
         grid.addWidget(QLabel("Posterior shows"), len(LAYERS), 0)
         grid.addWidget(self.mode, len(LAYERS) + 1, 0, 1, 2)
-        grid.setRowStretch(len(LAYERS) + 2, 1)  # spare height below the rows, not between them
+        self.scale = ColourScale()
+        grid.addWidget(self.scale, len(LAYERS) + 2, 0, 1, 2)
+        grid.setRowStretch(len(LAYERS) + 3, 1)  # spare height below the rows, not between them
 
     def _on_toggled(self, checked: bool) -> None:
         name = self.sender().objectName().removeprefix("layer-")
@@ -83,102 +82,51 @@ class LayerPanel(QWidget):
         self.opacityChanged.emit(name, value / 100.0)
 
     def _on_mode(self, index: int) -> None:
+        self.scale.set_mode(POSTERIOR_MODES[index])
         self.posteriorModeChanged.emit(POSTERIOR_MODES[index])
 
 
-# --------------------------------------------------------------------------------------------- lines
-
-COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior")
-
-
-def format_cell(col: int, v: float) -> str:
-    if col in (0, 1):
-        return str(int(v))
-    if col == 2:
-        return f"{v:+.3f}"
-    return f"{v:.3f}" if col == 7 else f"{v:.1f}"
+#: What the posterior's sequential colours mean in each mode: (low end, high end, tooltip).
+SCALE_TEXTS = {
+    "entropy": ("0 certain", "1 uncertain", "entropy of each sample's posterior over its top lines, "
+                "divided by log k (1: spread evenly over the k lines kept)"),
+    "selected": ("0", "1", "posterior probability of the selected line at each sample"),
+}
 
 
-class LineTableModel(QStandardItemModel):
-    """The lines of the displayed state.
-
-    A C++ item model on purpose: a Python ``data()`` would be called thousands of times per
-    repaint, each call waiting for the GIL while the engine thread computes.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(0, len(COLUMNS))
-        self.setHorizontalHeaderLabels(list(COLUMNS))
-        self.values = np.zeros((0, 8))
-        self._icons = [_swatch(line_colour(i)) for i in range(len(LINE_COLOURS))]
-
-    def set_lines(self, lines: LineSet | None) -> None:
-        values = lines_table(lines) if lines is not None else np.zeros((0, 8))
-        if values.shape == self.values.shape and np.array_equal(values, self.values):
-            return
-        old_rows = len(self.values)
-        self.values = values
-        if len(values) != old_rows:
-            self.setRowCount(len(values))
-        align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-        for r, row in enumerate(values):
-            for col, v in enumerate(row):
-                text = format_cell(col, v)
-                item = self.item(r, col)
-                if item is None:  # a new row: create its items once, then only change text
-                    item = QStandardItem(text)
-                    item.setTextAlignment(align)
-                    if col == 0:
-                        item.setIcon(self._icons[r % len(LINE_COLOURS)])
-                    self.setItem(r, col, item)
-                elif item.text() != text:
-                    item.setText(text)
-
-
-def _swatch(colour: QColor) -> QIcon:
-    pixmap = QPixmap(10, 10)
-    pixmap.fill(colour)
-    return QIcon(pixmap)
-
-
-class LineTable(QTableView):
-    """Line table; selection goes both ways with the canvas (``lineSelected``)."""
-
-    lineSelected = Signal(int)
+class ColourScale(QWidget):
+    """The colour bar of the posterior's sequential colouring (entropy, selected line's
+    posterior): the palette's levels left to right, with what the two ends mean.  Hidden in
+    the arg-max mode, whose colours are the lines'."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.table_model = LineTableModel()
-        self.setModel(self.table_model)
-        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.verticalHeader().setVisible(False)
-        self.verticalHeader().setDefaultSectionSize(18)
-        self.horizontalHeader().setDefaultSectionSize(52)
-        self.selectionModel().selectionChanged.connect(self._on_selection)
-        self._quiet = False
+        from .canvas import _LEVEL0, N_LEVELS, POSTERIOR_PALETTE
 
-    def set_lines(self, lines: LineSet | None, selected: int) -> None:
-        self._quiet = True
-        self.table_model.set_lines(lines)
-        self.select_line(selected)
-        self._quiet = False
+        self.levels = np.ascontiguousarray(POSTERIOR_PALETTE[_LEVEL0: _LEVEL0 + N_LEVELS, :3])
+        layout = QGridLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.setVerticalSpacing(0)
+        self.bar = QLabel()
+        self.bar.setObjectName("colour-scale")
+        self.bar.setFixedHeight(12)
+        self.bar.setScaledContents(True)
+        image = QImage(self.levels.tobytes(), N_LEVELS, 1, 3 * N_LEVELS, QImage.Format.Format_RGB888)
+        self.bar.setPixmap(QPixmap.fromImage(image.copy()))
+        self.low, self.high = QLabel(), QLabel()
+        self.high.setAlignment(Qt.AlignmentFlag.AlignRight)
+        layout.addWidget(self.bar, 0, 0, 1, 2)
+        layout.addWidget(self.low, 1, 0)
+        layout.addWidget(self.high, 1, 1)
+        self.set_mode("argmax")
 
-    def select_line(self, index: int) -> None:
-        self._quiet = True
-        if 0 <= index < self.table_model.rowCount():
-            self.selectRow(index)
-            self.scrollTo(self.table_model.index(index, 0))
-        else:
-            self.clearSelection()
-        self._quiet = False
-
-    def _on_selection(self, *_args: object) -> None:
-        if self._quiet:
-            return
-        rows = self.selectionModel().selectedRows()
-        self.lineSelected.emit(rows[0].row() if rows else -1)
+    def set_mode(self, mode: str) -> None:
+        texts = SCALE_TEXTS.get(mode)
+        self.setVisible(texts is not None)
+        if texts is not None:
+            self.low.setText(texts[0])
+            self.high.setText(texts[1])
+            self.setToolTip(texts[2])
 
 
 # --------------------------------------------------------------------------------------------- params
@@ -612,10 +560,15 @@ class GroundTruthPanel(QWidget):
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.label)
 
-    def show_score(self, score: Any, gt_name: str) -> None:
+    def show_score(self, score: Any, gt_name: str, n_lines: int | None = None) -> None:
+        """The score; ``n_lines``: the result's lines (the line table's rows), named apart when
+        some of them hold no scored ink (the metric counts only lines with ink)."""
+        extra = ""
+        if n_lines is not None and n_lines != score.m:
+            extra = f" ({n_lines} lines, {n_lines - score.m} without scored ink)"
         self.label.setText(
             f"<b>{gt_name}</b><br>DR {score.dr:.3f} &nbsp; RA {score.ra:.3f} &nbsp; "
-            f"<b>FM {score.fm:.3f}</b><br>{score.o2o} one-to-one of {score.n} GT / {score.m} result lines")
+            f"<b>FM {score.fm:.3f}</b><br>{score.o2o} one-to-one of {score.n} GT / {score.m} result lines{extra}")
 
     def show_text(self, text: str) -> None:
         self.label.setText(text)

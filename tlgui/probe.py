@@ -96,7 +96,7 @@ def _time_paints(window: Any) -> None:
         original = widget.paintEvent
 
         def timed(event: Any, _original: Any = original, _name: str = name) -> None:
-            with window._timed(_name):
+            with window.times.timed(_name):
                 _original(event)
 
         widget.paintEvent = timed

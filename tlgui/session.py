@@ -57,6 +57,8 @@ class Session(Observable):
     def __init__(self) -> None:
         super().__init__()
         self.path: str | None = None
+        #: The page being opened (loaded off the GUI thread), None when none is.
+        self.loading: str | None = None
         self.prep: Preparation | None = None
         self.snapshots: list[Snapshot] = []
         self.segmentation: Segmentation | None = None
@@ -74,9 +76,12 @@ class Session(Observable):
         self._drop_history()
         self._notify("page", path)
 
-    def set_prepared(self, prep: Preparation) -> None:
+    def set_prepared(self, prep: Preparation, keep_result: bool = False) -> None:
+        """The page's preparation; the run is forgotten unless ``keep_result`` (a saved or
+        background result shown before the page was prepared to be edited)."""
         self.prep = prep
-        self._drop_history()
+        if not keep_result:
+            self._drop_history()
         self._notify("prepared", prep)
 
     def set_stage(self, stage: str) -> None:
@@ -147,50 +152,68 @@ def snapshot_x(snap: Snapshot) -> float:
 
 
 class EditModel(Observable):
-    """The user's initial lines: segments ``(L, 2, 2)`` in page coordinates.
+    """The shown page's initial lines, each the engine's ``LineSet`` row.
 
-    ``edited`` says whether they differ from the preparation's initial lines, so that a run
-    starts from them.  Every change is written to an autosave file at once, so a crashed
-    worker, a re-run or a new preparation never loses them.  Event: ``changed``.
+    ``prepared`` are the preparation's lines, ``lines`` the current ones: every change goes
+    through :meth:`set_lines` (what the undo commands call), which gives back the prepared row
+    of every line that is where the preparation had it (:func:`tlgui.steering.settle`), so
+    ``edited`` is computed from the lines, not from having touched them.  Every change is
+    written to an autosave file at once (with the edits that made it, ``records``), so a
+    crashed engine, a re-run or a new preparation never loses them.  Event: ``changed``.
     """
 
     def __init__(self, autosave_dir: Path | None = None) -> None:
         super().__init__()
-        self.segments = np.zeros((0, 2, 2))
+        self.prep: Preparation | None = None
+        self.prepared: LineSet | None = None
+        self.lines = LineSet.empty()
         self.edited = False
         self.page_path: str | None = None
         self.autosave_dir = autosave_dir
+        #: The edits applied since the preparation (what the undo stack holds up to its index).
+        self.records: list[dict[str, Any]] = []
+        self._segments: np.ndarray | None = None
 
-    def reset_to(self, segments: np.ndarray, page_path: str | None) -> None:
-        """Take the preparation's lines (not an edit: nothing autosaved)."""
-        self.segments = np.asarray(segments, dtype=float).reshape(-1, 2, 2).copy()
-        self.edited = False
-        self.page_path = page_path
-        self._notify("changed")
+    @property
+    def segments(self) -> np.ndarray:
+        """The lines as page segments ``(L, 2, 2)`` (their ``c +- 2 sigma_s`` extent)."""
+        if self._segments is None:
+            self._segments = self.lines.segments().reshape(-1, 2, 2) if len(self.lines) else np.zeros((0, 2, 2))
+        return self._segments
 
-    def set_segments(self, segments: np.ndarray) -> None:
-        """Replace every segment (what undo/redo commands call)."""
-        self.segments = np.asarray(segments, dtype=float).reshape(-1, 2, 2).copy()
-        self.edited = True
+    def clear(self, page_path: str | None) -> None:
+        """A page is opened: no lines until it is prepared."""
+        self.prep, self.prepared, self.page_path, self.records = None, None, page_path, []
+        self._set(LineSet.empty())
+
+    def set_prepared(self, prep: Preparation, lines: LineSet | None = None) -> None:
+        """The page's preparation: its lines, or ``lines`` (the user's, fitted to it)."""
+        from .steering import fit_to, settle
+
+        self.prep, self.prepared = prep, prep.initial_lines
+        self._set(prep.initial_lines if lines is None else settle(self.prepared, fit_to(prep, lines)))
+
+    def set_lines(self, lines: LineSet) -> None:
+        """Replace the lines (an edit, an undo or a redo), then autosave."""
+        from .steering import settle
+
+        self._set(settle(self.prepared, lines))
         self.autosave()
+
+    def _set(self, lines: LineSet) -> None:
+        from engine.edits import lines_equal
+
+        self.lines = lines
+        self._segments = None
+        self.edited = self.prepared is not None and not lines_equal(lines, self.prepared)
         self._notify("changed")
 
-    # --- JSON ------------------------------------------------------------------------------
+    # --- files -----------------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps({"page": self.page_path, "edited": self.edited,
-                           "segments": np.round(self.segments, 3).tolist()}, indent=1)
+        from .steering import edits_json
 
-    @staticmethod
-    def parse(text: str) -> tuple[str | None, np.ndarray, bool]:
-        """``(page path, segments, edited)`` from :meth:`to_json` text; ValueError if malformed."""
-        try:
-            data = json.loads(text)
-            segments = np.asarray(data["segments"], dtype=float).reshape(-1, 2, 2)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"not an edits file: {exc}") from None
-        if not np.isfinite(segments).all():
-            raise ValueError("not an edits file: non-finite coordinates")
-        return data.get("page"), segments, bool(data.get("edited", True))
+        shape = None if self.prep is None else self.prep.shape
+        return edits_json(self.page_path, self.lines, self.edited, self.records, shape)
 
     def autosave_path(self, page_path: str | None = None) -> Path | None:
         page_path = page_path or self.page_path
@@ -201,34 +224,23 @@ class EditModel(Observable):
 
     def autosave(self) -> None:
         path = self.autosave_path()
-        if path is None:
+        if path is None or self.prepared is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(self.to_json(), encoding="utf-8")
         os.replace(tmp, path)  # atomic: a crash mid-write leaves the previous autosave
 
-    def saved_edits(self, page_path: str) -> np.ndarray | None:
-        """The autosaved edited segments of ``page_path``, None when it has none."""
+    def saved_edits(self, page_path: str) -> str | None:
+        """The autosave file of ``page_path`` when it holds edited lines, else None."""
         path = self.autosave_path(page_path)
-        if path is None or not path.exists():
+        if path is None or not path.is_file():
             return None
         try:
-            _page, segments, edited = self.parse(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return segments if edited else None
-
-    def restore(self, page_path: str) -> bool:
-        """Load the autosaved edits of ``page_path`` if there are any; True when loaded."""
-        segments = self.saved_edits(page_path)
-        if segments is None:
-            return False
-        self.page_path = page_path
-        self.segments = segments
-        self.edited = True
-        self._notify("changed")
-        return True
+        return str(path) if isinstance(data, dict) and data.get("edited", True) else None
 
 
 def lines_table(lines: LineSet) -> np.ndarray:

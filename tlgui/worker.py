@@ -3,7 +3,8 @@
 ``EngineWorker`` is a QObject moved to its own thread (the reader thread).  One job = prepare
 (if needed), then iterate ``run_em`` (with per-sweep snapshots, so that sweep stepping and
 cancelling are fine-grained), then ``finish``: all of it in the engine process
-(:mod:`tlgui.engine_process`), whose messages this thread turns into signals.  The GUI steers a
+(:mod:`tlgui.engine_process`), whose typed messages (:mod:`tlgui.messages`) this thread hands
+on through two signals.  The GUI steers a
 running job through :class:`RunControl`, a plain thread-safe object: the worker's own event
 loop is busy while a job runs, so queued slot calls would only arrive after the job ended.
 """
@@ -20,21 +21,20 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from .engine_process import PAUSE, RUN, RUN_QUIET, STEP_EM, STEP_SWEEP, EngineProcess, Job, RunControl
+from .messages import Done, EngineMessage, Failed
 
 __all__ = ["PAUSE", "RUN", "RUN_QUIET", "STEP_EM", "STEP_SWEEP", "EngineProcess", "EngineWorker", "Job", "RunControl",
            "TASK_NICE", "TaskWorker", "WorkerThread", "lower_thread_priority"]
 
 
 class EngineWorker(QObject):
-    """Runs jobs in the engine process; every result leaves through a signal with its own data
-    (unpickled from the process: the engine can never touch it again)."""
+    """Runs jobs in the engine process; every message leaves through a signal with its own data
+    (unpickled from the process: the engine can never touch it again).  ``message`` carries
+    :class:`~tlgui.messages.Stage`, ``Prepared``, ``SnapshotReady``, ``Finished`` and ``Failed``;
+    ``done`` the job's :class:`~tlgui.messages.Done` (status "finished", "cancelled" or "failed")."""
 
-    stage = Signal(int, str)
-    prepared = Signal(int, object, object)  # Preparation, PrepGeometry
-    snapshot = Signal(int, object)        # Snapshot
-    finished = Signal(int, object, object)  # Segmentation, RGBA label overlay pyramid
-    failed = Signal(int, str)
-    done = Signal(int, str)               # "finished" | "cancelled" | "failed"
+    message = Signal(object)
+    done = Signal(object)
 
     def __init__(self, process: EngineProcess | None = None) -> None:
         super().__init__()
@@ -46,22 +46,12 @@ class EngineWorker(QObject):
             status = self.process.run(job, self._deliver)
         except Exception as exc:  # noqa: BLE001 - e.g. the process could not be started
             traceback.print_exc()
-            self.failed.emit(job.id, "".join(traceback.format_exception_only(type(exc), exc)).strip())
+            self.message.emit(Failed(job.id, "".join(traceback.format_exception_only(type(exc), exc)).strip()))
             status = "failed"
-        self.done.emit(job.id, status)
+        self.done.emit(Done(job.id, status))
 
-    def _deliver(self, msg: tuple) -> None:
-        kind, job_id = msg[0], msg[1]
-        if kind == "stage":
-            self.stage.emit(job_id, msg[2])
-        elif kind == "prepared":
-            self.prepared.emit(job_id, msg[3], msg[4])
-        elif kind == "snapshot":
-            self.snapshot.emit(job_id, msg[2])
-        elif kind == "finished":
-            self.finished.emit(job_id, msg[2], msg[3])
-        elif kind == "failed":
-            self.failed.emit(job_id, msg[2])
+    def _deliver(self, msg: EngineMessage) -> None:
+        self.message.emit(msg)
 
 
 #: How much nicer the task thread is than the window's (Linux): a page decode or an export

@@ -1,0 +1,423 @@
+"""Initial lines from a file (issue 24): ``tlseg segment --initial-lines FILE``, the window's
+*File > Load initial lines*.
+
+FILE is one of
+
+* tlseg's own JSON (``<stem>.json``): the lines its run started from (``initial_lines``,
+  with their ``locked`` flags), else, from an older JSON, its final ``lines``. When the
+  lines' regions and frames are this preparation's (the same page, parameters and seed)
+  the rows are taken bit for bit, so re-running reproduces that run's labels byte for byte;
+  otherwise each row's segment is placed on this page as a new line (its sigma_t kept).
+* PAGE XML (``TextLine/Baseline``, ``TextLine/Coords``) or ALTO XML (``TextLine@BASELINE``,
+  ``TextLine/Shape/Polygon``, else the line's box): each line's baseline moved to the
+  line's centre, or without a baseline its polygon's axis (see :func:`baseline_to_centre`
+  and :func:`pixel_axes`). A PAGE ``TextLine`` whose ``custom`` attribute holds
+  ``tlseg {locked:true;}`` is locked.
+* a label image (8/16-bit grey, value = line id) or ICDAR ``.dat``: each label's axis.
+
+The engine's line model is the regression line through the middle of a text line's ink
+(``v = a u + b`` fitted to the samples, ``sigma_t`` their spread across it), not its
+baseline: a baseline lies ``~H_cc / 2`` below that centre, and EM started there, or a line
+locked there, would hold the lower half of its row and the upper half of the next's.
+
+Every error is an :class:`InitialLinesError` whose one sentence names the file; nothing is
+returned half-read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+from . import edits
+from .groundtruth import _ALTO_NS, _PAGE_NS, GroundTruthError, _attr_size, _parse_points, rasterise, read_label_map
+from .model import LineSet, Preparation
+
+#: Fewest ink pixels of a line for its own axis and spread to be measured from them (and of
+#: a label for it to be a line at all).
+MIN_LINE_PIXELS = 10
+_LOCKED = re.compile(r"tlseg\s*\{[^}]*locked\s*:\s*true", re.IGNORECASE)
+
+
+class InitialLinesError(ValueError):
+    """Initial lines that cannot be read; the message names the file."""
+
+
+def _fail(path: str | os.PathLike, reason: str) -> InitialLinesError:
+    return InitialLinesError(f"cannot read initial lines from '{os.fspath(path)}': {reason}")
+
+
+def read_initial_lines(path: str | os.PathLike, prep: Preparation, lock: bool = False) -> LineSet:
+    """The lines of ``path`` (see the module docstring) on the page of ``prep``, ordered as
+    EM needs them; ``lock``: lock every line (else only those the file marks locked).
+    Raises :class:`InitialLinesError` on any bad input."""
+    p = Path(path)
+    if not p.is_file():
+        raise _fail(path, "no such file" if not p.exists() else "not a regular file")
+    if len(prep.samples) == 0 or not prep.regions:
+        raise _fail(path, "the page has no ink to place lines on")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(256).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError as exc:
+        raise _fail(path, exc.strerror or str(exc)) from None
+    try:
+        if p.suffix.lower() == ".json" or head.startswith((b"{", b"[")):
+            lines = _from_json(p, prep)
+        elif head.startswith(b"<"):
+            lines = _from_xml(p, prep)
+        else:
+            lines = _from_labels(p, prep)
+    except InitialLinesError:
+        raise
+    except GroundTruthError as exc:
+        raise _fail(path, str(exc).split("': ", 1)[-1]) from None
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        raise _fail(path, f"{type(exc).__name__}: {exc}") from None
+    if len(lines) == 0:
+        raise _fail(path, "it holds no text line")
+    if lock:
+        lines = edits.set_locked(lines, np.ones(len(lines), bool), True)
+    return edits.ordered(prep, lines)
+
+
+# ----------------------------------------------------------------------------- placing lines
+
+
+def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: np.ndarray,
+                             locked: np.ndarray) -> LineSet:
+    """Lines along page segments ``(L, 2, 2)``: each in the region most samples near its
+    midpoint are in, with ``sigma_t`` ``(L,)`` (NaN: ``H_cc / 2``), ``sigma_s`` a quarter of
+    the segment's length, prior ``1 / (lines in its region)``, and ``locked`` ``(L,)``."""
+    rot_inv = prep.params.regression == "rotation_invariant"
+    segments = np.asarray(segments, np.float64).reshape(-1, 2, 2)
+    floor_t = prep.params.sigma_t_floor * prep.stats.h_cc
+    floor_s = prep.params.sigma_s_floor * prep.stats.w_cc
+    rows = {k: [] for k in ("a", "b", "c", "sigma_t", "sigma_s", "region", "phi")}
+    for seg, st in zip(segments, np.asarray(sigma_t, np.float64), strict=True):
+        region = edits.region_of(prep, seg.mean(axis=0))
+        phi = float(prep.regions[region].phi)
+        a, b, c, length = edits.segment_geometry(seg, phi, rot_inv)
+        for k, v in zip(("a", "b", "c", "region", "phi"), (a, b, c, region, phi), strict=True):
+            rows[k].append(v)
+        rows["sigma_s"].append(max(length / 4.0, floor_s))
+        rows["sigma_t"].append(max(st if np.isfinite(st) else prep.stats.h_cc / 2.0, floor_t))
+    region = np.array(rows["region"], np.int32)
+    counts = np.bincount(region, minlength=len(prep.regions)).astype(float)
+    return LineSet(np.array(rows["a"]), np.array(rows["b"]), np.array(rows["c"]), np.array(rows["sigma_t"]),
+                   np.array(rows["sigma_s"]), 1.0 / counts[region] if len(region) else np.zeros(0), region,
+                   np.array(rows["phi"]), rot_inv, np.asarray(locked, bool))
+
+
+def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each label ``1..n``'s axis from its pixels in ``labels`` ``(H, W)``: the principal
+    axis through their centroid, over ``+- 2`` standard deviations along it (the extent the
+    M-step gives a line fitted to that ink). Returns the segments ``(n, 2, 2)``, the spread
+    across ``(n,)`` (pixels) and the pixel counts ``(n,)``; NaN segments for empty labels."""
+    flat = labels.ravel()
+    idx = np.flatnonzero((flat > 0) & (flat <= n))
+    lab = flat[idx].astype(np.int64)
+    ys, xs = np.divmod(idx, labels.shape[1])
+    count = np.bincount(lab, minlength=n + 1)[1:].astype(np.float64)
+    safe = np.maximum(count, 1.0)
+
+    def mean(w: np.ndarray) -> np.ndarray:
+        return np.bincount(lab, weights=w, minlength=n + 1)[1:] / safe
+
+    mx, my = mean(xs.astype(np.float64)), mean(ys.astype(np.float64))
+    # Centred second moments (per label, about its own centroid) for accuracy far from 0.
+    dx, dy = xs - mx[lab - 1], ys - my[lab - 1]
+    sxx, sxy, syy = mean(dx * dx), mean(dx * dy), mean(dy * dy)
+    angle = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+    cos, sin = np.cos(angle), np.sin(angle)
+    var_along = sxx * cos**2 + 2.0 * sxy * sin * cos + syy * sin**2
+    var_across = sxx * sin**2 - 2.0 * sxy * sin * cos + syy * cos**2
+    half = 2.0 * np.sqrt(np.maximum(var_along, 0.0))
+    centre = np.stack([mx, my], axis=1)
+    direction = np.stack([cos, sin], axis=1)
+    segs = np.stack([centre - half[:, None] * direction, centre + half[:, None] * direction], axis=1)
+    segs[count == 0] = np.nan
+    return segs, np.sqrt(np.maximum(var_across, 0.0)), count
+
+
+def _straight(points: np.ndarray) -> np.ndarray:
+    """A polyline ``(n, 2)`` as one segment ``(2, 2)``: the principal axis of its pieces
+    (weighted by their length) over the projections of its points."""
+    pts = np.asarray(points, np.float64)
+    if len(pts) == 2:
+        return pts.copy()
+    mids = (pts[1:] + pts[:-1]) / 2.0
+    w = np.hypot(*(pts[1:] - pts[:-1]).T)
+    if w.sum() <= 0:
+        return np.array([pts[0], pts[-1]])
+    centre = (mids * w[:, None]).sum(axis=0) / w.sum()
+    d = pts[1:] - pts[:-1]
+    cov = (d * w[:, None]).T @ d / w.sum() + ((mids - centre) * w[:, None]).T @ (mids - centre) / w.sum()
+    axis = np.linalg.eigh(cov)[1][:, -1]
+    if np.dot(axis, pts[-1] - pts[0]) < 0:
+        axis = -axis  # keep the baseline's direction of writing
+    t = (pts - centre) @ axis
+    return np.array([centre + t.min() * axis, centre + t.max() * axis])
+
+
+def baseline_to_centre(baseline: np.ndarray, ink_xy: np.ndarray | None, page_ink_xy: np.ndarray,
+                       h_cc: float) -> tuple[np.ndarray, float]:
+    """A baseline segment ``(2, 2)`` moved across itself to the middle of its line's ink,
+    and that ink's spread about the moved line (NaN when not measured).
+
+    * With the line's own ink (``ink_xy`` ``(m, 2)``: the page's ink inside its polygon),
+      the offset is the mean signed distance of that ink, within the baseline's extent,
+      from the baseline: the line the M-step fits to that ink passes there.
+    * Without (no polygon, or too little ink in it), the page's ink ``page_ink_xy`` within
+      the baseline's extent and ``H_cc`` of it is looked at on both sides: the side holding
+      more is the text's body (above a Latin or Arabic baseline, whichever way the baseline
+      runs), and the baseline moves by the median distance of that side's ink (about
+      ``H_cc / 2`` for an evenly inked body); with no ink near, by ``H_cc / 2`` upwards on the page."""
+    seg = np.asarray(baseline, np.float64)
+    d = seg[1] - seg[0]
+    length = float(np.hypot(*d))
+    if length < 1e-9:
+        return seg.copy(), float("nan")
+    unit = d / length
+    normal = np.array([unit[1], -unit[0]])  # left of the direction of writing
+    if normal[1] > 0 or (normal[1] == 0 and normal[0] > 0):
+        normal = -normal  # measure "up" on the page: the sign of the offset says which side
+
+    def frame(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rel = np.asarray(xy, np.float64) - seg[0]
+        return rel @ unit, rel @ normal  # along (0..length), across (> 0: up the page)
+
+    if ink_xy is not None and len(ink_xy) >= MIN_LINE_PIXELS:
+        along, across = frame(ink_xy)
+        inside = (along >= 0) & (along <= length)
+        if inside.sum() >= MIN_LINE_PIXELS:
+            offset = float(across[inside].mean())
+            return seg + offset * normal, float(np.sqrt(np.mean((across[inside] - offset) ** 2)))
+    offset = h_cc / 2.0
+    if len(page_ink_xy):
+        along, across = frame(page_ink_xy)
+        near = (along >= 0) & (along <= length) & (np.abs(across) <= h_cc)
+        up, down = across[near & (across > 0)], across[near & (across < 0)]
+        body = up if len(up) >= len(down) else down
+        if len(body) >= MIN_LINE_PIXELS:
+            offset = float(np.median(body))
+    return seg + offset * normal, float("nan")
+
+
+# ----------------------------------------------------------------------------- formats
+
+
+def _from_json(path: Path, prep: Preparation) -> LineSet:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise _fail(path, "not UTF-8 JSON text") from None
+    except json.JSONDecodeError as exc:
+        raise _fail(path, f"not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("initial_lines", data.get("lines")), dict):
+        raise _fail(path, "not a tlseg result (no 'initial_lines' nor 'lines')")
+    shape = data.get("shape")
+    if shape is not None and [int(v) for v in shape] != list(prep.shape):
+        raise _fail(path, f"it describes a {shape[1]} x {shape[0]} (W x H) page but the page is "
+                          f"{prep.shape[1]} x {prep.shape[0]}")
+    block = data["initial_lines"] if isinstance(data.get("initial_lines"), dict) else data["lines"]
+    rows = block.get("lines")
+    if not isinstance(rows, list):
+        raise _fail(path, "its 'lines' is not a list of lines")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise _fail(path, f"line {i} is not an object")
+        missing = [k for k in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi") if k not in row]
+        if missing:
+            raise _fail(path, f"line {i} has no {', '.join(missing)}")
+        values = [row[k] for k in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "phi")]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            raise _fail(path, f"line {i} has a value that is not a finite number")
+        if not isinstance(row["region"], int) or isinstance(row["region"], bool) or row["region"] < 0:
+            raise _fail(path, f"line {i} has region {row['region']!r}, not an index")
+        if row["sigma_t"] <= 0 or row["sigma_s"] <= 0:
+            raise _fail(path, f"line {i} has a spread (sigma) that is not positive")
+    lines = LineSet.from_dict(block)
+    rot_inv = prep.params.regression == "rotation_invariant"
+    same_frames = all(int(r) < len(prep.regions) and lines.phi[k] == prep.regions[int(r)].phi
+                      for k, r in enumerate(lines.region))
+    if same_frames and lines.rotation_invariant == rot_inv:
+        return lines  # this page's regions: the rows as they were, bit for bit
+    # Another preparation's frames: each line keeps its segment on the page and its spread.
+    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
+
+
+def _xml_root(path: Path) -> etree._Element:
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    try:
+        return etree.parse(str(path), parser).getroot()
+    except etree.XMLSyntaxError as exc:
+        raise _fail(path, f"malformed XML ({exc})") from None
+
+
+def _page_lines(path: Path, root: etree._Element, ns: str):
+    q = f"{{{ns}}}"
+    page = root.find(f"{q}Page")
+    if page is None:
+        raise _fail(path, "PAGE XML without a <Page> element")
+    size = _attr_size(path, page, "imageWidth", "imageHeight")
+    out = []
+    for tl in page.iter(f"{q}TextLine"):
+        line_id = tl.get("id", "?")
+        polygon = baseline = None
+        coords = tl.find(f"{q}Coords")
+        if coords is not None:
+            polygon = _points(path, coords, q, "points", line_id)
+        base = tl.find(f"{q}Baseline")
+        if base is not None:
+            baseline = _points(path, base, q, "points", line_id)
+        out.append((line_id, polygon, baseline, bool(_LOCKED.search(tl.get("custom") or ""))))
+    return out, size, None
+
+
+def _points(path: Path, el: etree._Element, q: str, attr: str, line_id: str) -> np.ndarray | None:
+    if el.get(attr):
+        pts = _parse_points(path, el.get(attr), line_id)
+    else:  # PAGE 2010-2013 style: <Coords><Point x= y=/>...</Coords>
+        try:
+            pts = np.array([[float(pt.get("x")), float(pt.get("y"))] for pt in el.findall(f"{q}Point")],
+                           dtype=np.float64).reshape(-1, 2)
+        except (TypeError, ValueError):
+            raise _fail(path, f"line {line_id!r}: Point without numeric x/y") from None
+    if len(pts) and not np.isfinite(pts).all():
+        raise _fail(path, f"line {line_id!r}: coordinates that are not finite numbers")
+    return pts if len(pts) else None
+
+
+def _alto_lines(path: Path, root: etree._Element, ns: str, shape: tuple[int, int]):
+    q = f"{{{ns}}}" if ns else ""
+    unit_el = root.find(f"{q}Description/{q}MeasurementUnit")
+    unit = (unit_el.text or "").strip().lower() if unit_el is not None else "pixel"
+    page = root.find(f".//{q}Page")
+    size = _attr_size(path, page, "WIDTH", "HEIGHT") if page is not None else None
+    scale = None
+    if unit != "pixel":
+        if size is None:
+            raise _fail(path, f"ALTO coordinates in '{unit}' need the Page WIDTH/HEIGHT to convert to pixels")
+        scale = np.array([shape[1] / size[1], shape[0] / size[0]])
+        size = None
+    out = []
+    for tl in root.iter(f"{q}TextLine"):
+        line_id = tl.get("ID", "?")
+        poly = tl.find(f"{q}Shape/{q}Polygon")
+        polygon = baseline = None
+        if poly is not None and poly.get("POINTS"):
+            polygon = _parse_points(path, poly.get("POINTS"), line_id)
+        elif all(tl.get(k) is not None for k in ("HPOS", "VPOS", "WIDTH", "HEIGHT")):
+            try:
+                x, y, w, h = (float(tl.get(k)) for k in ("HPOS", "VPOS", "WIDTH", "HEIGHT"))
+            except ValueError:
+                raise _fail(path, f"line {line_id!r}: a box that is not numbers") from None
+            polygon = np.array([[x, y], [x + w, y], [x + w, y + h], [x, y + h]])
+        if tl.get("BASELINE"):
+            baseline = _parse_points(path, tl.get("BASELINE"), line_id)
+        for pts in (polygon, baseline):
+            if pts is not None and not np.isfinite(pts).all():
+                raise _fail(path, f"line {line_id!r}: coordinates that are not finite numbers")
+        out.append((line_id, polygon, baseline, False))
+    return out, size, scale
+
+
+def _from_xml(path: Path, prep: Preparation) -> LineSet:
+    root = _xml_root(path)
+    qname = etree.QName(root)
+    ns, local = qname.namespace or "", qname.localname
+    if local == "PcGts" and _PAGE_NS.match(ns):
+        found, size, scale = _page_lines(path, root, ns)
+    elif local.lower() == "alto" and _ALTO_NS.match(ns):
+        found, size, scale = _alto_lines(path, root, ns, prep.shape)
+    else:
+        raise _fail(path, f"unknown XML root <{local}> in namespace '{ns or 'none'}': expected PAGE (PcGts) or ALTO")
+    if size is not None and size != tuple(prep.shape):
+        raise _fail(path, f"the XML describes a {size[1]} x {size[0]} (W x H) page but the page is "
+                          f"{prep.shape[1]} x {prep.shape[0]}")
+    h, w = prep.shape
+    kept = []
+    for line_id, polygon, baseline, locked in found:
+        if scale is not None:
+            polygon = None if polygon is None else polygon * scale
+            baseline = None if baseline is None else baseline * scale
+        if baseline is not None and (len(baseline) < 2 or np.ptp(baseline, axis=0).max() < 1.0):
+            baseline = None  # a point, not a line: use the polygon
+        if polygon is not None and len(polygon) < 3:
+            polygon = None
+        if baseline is None and polygon is None:
+            continue  # no geometry to start a line from
+        pts = baseline if baseline is not None else polygon
+        if pts[:, 0].max() < 0 or pts[:, 1].max() < 0 or pts[:, 0].min() > w - 1 or pts[:, 1].min() > h - 1:
+            continue  # wholly off the page
+        kept.append((line_id, polygon, baseline, locked))
+    if not kept:
+        return LineSet.empty(prep.params.regression == "rotation_invariant")
+    # The ink of each line: the page's ink inside its polygon (smaller polygons win overlaps).
+    with_polygon = [k for k, item in enumerate(kept) if item[1] is not None]
+    areas = rasterise([kept[k][1] for k in with_polygon], prep.shape) if with_polygon else None
+    if areas is not None:
+        areas[~prep.ink] = 0
+    axes, spread, count = (pixel_axes(areas, len(with_polygon)) if areas is not None
+                           else (np.zeros((0, 2, 2)), np.zeros(0), np.zeros(0)))
+    slot = {k: j for j, k in enumerate(with_polygon)}
+    own_ink = _label_pixels(areas, len(with_polygon)) if areas is not None else []
+    page_ink = None
+    segments, sigma_t, flags = [], [], []
+    for k, (_line_id, polygon, baseline, locked) in enumerate(kept):
+        j = slot.get(k)
+        if baseline is not None:
+            own = None
+            if j is not None and count[j] >= MIN_LINE_PIXELS:
+                own = own_ink[j]
+            elif page_ink is None:
+                ys, xs = np.nonzero(prep.ink)
+                page_ink = np.stack([xs, ys], axis=1)
+            seg, st = baseline_to_centre(_straight(baseline), own,
+                                         page_ink if page_ink is not None else np.zeros((0, 2)), prep.stats.h_cc)
+        elif count[j] >= MIN_LINE_PIXELS:
+            seg, st = axes[j], spread[j]  # the axis of the ink inside the polygon
+        else:  # a polygon over no ink: the polygon's own axis
+            mask = rasterise([polygon], prep.shape)
+            seg_p, st_p, n_p = pixel_axes(mask, 1)
+            if n_p[0] == 0:
+                continue
+            seg, st = seg_p[0], float("nan")
+        segments.append(seg)
+        sigma_t.append(st)
+        flags.append(locked)
+    if not segments:
+        return LineSet.empty(prep.params.regression == "rotation_invariant")
+    return lines_from_page_segments(prep, np.array(segments), np.array(sigma_t), np.array(flags))
+
+
+def _label_pixels(labels: np.ndarray, n: int) -> list[np.ndarray]:
+    """The pixels ``(m, 2)`` [x, y] of each label ``1..n`` of ``labels`` ``(H, W)``."""
+    idx = np.flatnonzero(labels)
+    lab = labels.ravel()[idx]
+    order = np.argsort(lab, kind="stable")
+    idx, lab = idx[order], lab[order]
+    ys, xs = np.divmod(idx, labels.shape[1])
+    xy = np.stack([xs, ys], axis=1)
+    bounds = np.searchsorted(lab, np.arange(1, n + 2))
+    return [xy[bounds[k]:bounds[k + 1]] for k in range(n)]
+
+
+def _from_labels(path: Path, prep: Preparation) -> LineSet:
+    labels = read_label_map(path, shape=prep.shape)  # renumbered 1..n, value order
+    n = int(labels.max(initial=0))
+    if n == 0:
+        return LineSet.empty(prep.params.regression == "rotation_invariant")
+    segs, spread, count = pixel_axes(labels, n)
+    # A label of a few pixels is no text line (ahte-train moc_test_7's ground truth holds a
+    # one-pixel "line"; locked, it took 5k pixels of the line beside it).
+    ok = count >= MIN_LINE_PIXELS
+    st = np.where(count >= MIN_LINE_PIXELS, spread, np.nan)
+    return lines_from_page_segments(prep, segs[ok], st[ok], np.zeros(int(ok.sum()), bool))

@@ -1,0 +1,229 @@
+"""Steering in the window (issue 24): edits are the engine's LineSet rows, a no-op edit gives the
+unedited labels byte for byte, locked lines stay where the user put them, initial lines load
+from files.  The real window and engine (offscreen), on a synthetic page and on the sample page.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from synthetic import make_page
+
+from engine.edits import lines_equal
+from tlgui.window import MainWindow
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "resources" / "sample" / "170025120000003_0074.jpg"
+
+
+@pytest.fixture(scope="module")
+def synthetic_page() -> object:
+    return make_page("straight", seed=0)
+
+
+@pytest.fixture(params=["synthetic", "sample"])
+def any_page(request: pytest.FixtureRequest, tmp_path: Path, synthetic_page: object) -> str:
+    if request.param == "sample":
+        return str(SAMPLE)
+    path = tmp_path / "page.png"
+    cv2.imwrite(str(path), synthetic_page.image)
+    return str(path)
+
+
+@pytest.fixture
+def page_path(tmp_path: Path, synthetic_page: object) -> str:
+    path = tmp_path / "page.png"
+    cv2.imwrite(str(path), synthetic_page.image)
+    return str(path)
+
+
+def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:
+    win.open_page(path)
+    qtbot.waitUntil(lambda: win.session.prep is not None and not win.is_busy(), timeout=60_000)
+
+
+def run_to_end(qtbot: object, win: MainWindow) -> np.ndarray:
+    win.run()
+    qtbot.waitUntil(lambda: win.session.segmentation is not None and not win.is_busy() and win.settled(),
+                    timeout=120_000)
+    return win.session.segmentation.labels.copy()
+
+
+def test_no_op_edits_give_the_unedited_labels_byte_for_byte(qtbot: object, window: MainWindow,
+                                                            any_page: str) -> None:
+    """Rotate +2° then −2°, move and move back, add and undo: the lines are the prepared rows
+    themselves again (not edited), and a re-run gives the unedited run's labels byte for byte.
+    A real edit in between is seen as one (edited), and reaches the engine as rows."""
+    open_and_prepare(qtbot, window, any_page)
+    unedited = run_to_end(qtbot, window)
+    sent: list[object] = []
+    window.jobs.runJob.connect(sent.append)
+    edits, editor = window.edits, window.editor
+    prepared = edits.prepared
+    assert edits.lines is prepared and not edits.edited
+    window.set_edit_mode("select")
+    i = len(prepared) // 2
+    editor.select(i)
+    editor.rotate_selected(2.0)
+    assert edits.edited and not lines_equal(edits.lines, prepared)
+    # Only the rotated row changed, and it kept what the engine knew of the line.
+    others = np.arange(len(prepared)) != i
+    assert lines_equal(edits.lines.take(others), prepared.take(others))
+    for name in ("sigma_t", "sigma_s", "prior", "region"):
+        assert getattr(edits.lines, name)[i] == getattr(prepared, name)[i], name
+    editor.rotate_selected(-2.0)
+    assert not edits.edited and edits.lines is prepared
+    segment = edits.segments[i].copy()
+    editor.move(i, segment + [0.0, 5.0])
+    assert edits.edited
+    editor.move(i, segment)
+    assert not edits.edited and edits.lines is prepared
+    mid = segment.mean(axis=0)
+    editor.add_segment(np.array([mid + [-60.0, 9.0], mid + [60.0, 9.0]]))
+    assert edits.edited and len(edits.lines) == len(prepared) + 1
+    window.undo.undo()
+    assert not edits.edited and edits.lines is prepared
+    window.set_edit_mode("off")
+    again = run_to_end(qtbot, window)
+    assert sent[-1].lines is None  # the prepared lines: nothing of the user's to send
+    assert again.tobytes() == unedited.tobytes()
+    # A real edit reaches the engine as the window's rows, bit for bit.
+    window.set_edit_mode("select")
+    editor.delete(0)
+    edited = edits.lines
+    run_to_end(qtbot, window)
+    assert lines_equal(sent[-1].lines, edited) and len(window.session.snapshots[0].lines) == len(prepared) - 1
+
+
+def test_moved_and_added_lines_keep_what_the_engine_knew(qtbot: object, window: MainWindow, page_path: str) -> None:
+    """A moved line keeps its σt, σs, prior and region; a stretched one gets the σs of its new
+    length; a new line gets its σt from its neighbours (not H_cc / 2); undo restores the rows."""
+    open_and_prepare(qtbot, window, page_path)
+    edits, editor = window.edits, window.editor
+    prepared, prep = edits.prepared, window.session.prep
+    window.set_edit_mode("select")
+    i = 2
+    segment = edits.segments[i].copy()
+    editor.move(i, segment + [0.0, 4.0])
+    row = edits.lines.take([i])
+    for name in ("sigma_t", "sigma_s", "prior", "region"):
+        assert getattr(row, name)[0] == getattr(prepared, name)[i], name
+    np.testing.assert_allclose(edits.segments[i], segment + [0.0, 4.0], atol=1e-6)
+    longer = segment.copy()
+    longer[1] += (segment[1] - segment[0]) * 0.5
+    editor.move(i, longer)
+    assert edits.lines.sigma_s[i] == pytest.approx(1.5 * prepared.sigma_s[i], rel=1e-6)
+    assert edits.lines.sigma_t[i] == prepared.sigma_t[i]
+    # A new line between lines 2 and 3: its σt is their mean, not H_cc / 2.
+    between = (prepared.segments()[3] + prepared.segments()[4]) / 2.0
+    editor.add_segment(between)
+    new = edits.lines.take([len(edits.lines) - 1])
+    assert new.sigma_t[0] == pytest.approx(np.mean(prepared.sigma_t[[3, 4]]))
+    assert new.sigma_t[0] != pytest.approx(prep.stats.h_cc / 2.0)
+    for _ in range(3):
+        window.undo.undo()
+    assert edits.lines is prepared and not edits.edited
+
+
+def test_a_locked_line_stays_where_the_user_put_it(qtbot: object, window: MainWindow, page_path: str) -> None:
+    """A line moved half a line pitch off its text and locked (in the line table's lock box)
+    is drawn as locked, and EM keeps it exactly there (its a, b, c); unlocked, EM moves it."""
+    open_and_prepare(qtbot, window, page_path)
+    edits, editor = window.edits, window.editor
+    prepared = edits.prepared
+    window.set_edit_mode("select")
+    qtbot.waitUntil(window.settled, timeout=2_000)
+    assert window.lines_title.text().startswith("Initial lines")
+    i = 3
+    pitch = float(np.median(np.diff(np.sort(prepared.segments()[:, :, 1].mean(axis=1)))))
+    editor.move(i, edits.segments[i] + [0.0, pitch / 2.0])
+    moved = edits.lines.take([i])
+    # The table shows the initial lines while they are edited; its lock box locks the line.
+    qtbot.waitUntil(lambda: window.line_table.table_model.rowCount() == len(edits.lines), timeout=2_000)
+    from PySide6.QtCore import Qt
+
+    from tlgui.linetable import LOCK_COLUMN
+
+    window.line_table.table_model.item(i, LOCK_COLUMN).setCheckState(Qt.CheckState.Checked)
+    assert edits.lines.locked.tolist() == [k == i for k in range(len(edits.lines))]
+    assert window.canvas.initial_locked[i] and window.canvas.initial_locked.sum() == 1
+    assert "1 locked" in window.lines_title.text() or window.presenter.draw_pending
+    window.set_edit_mode("off")
+    run_to_end(qtbot, window)
+    last = window.session.snapshots[-1].lines
+    kept = np.flatnonzero(last.locked)
+    assert len(kept) == 1
+    k = int(kept[0])
+    assert (last.a[k], last.b[k], last.c[k]) == (moved.a[0], moved.b[0], moved.c[0])
+    # Unlocked (Ctrl+L on the selected line), the same line is moved by EM.
+    window.set_edit_mode("select")
+    editor.select(i)
+    window.toggle_lock_selected()
+    assert not edits.lines.locked.any()
+    window.set_edit_mode("off")
+    run_to_end(qtbot, window)
+    last = window.session.snapshots[-1].lines
+    assert not last.locked.any()
+    assert not np.any((last.b == moved.b[0]) & (last.c == moved.c[0]))
+
+
+def test_initial_lines_load_from_a_runs_json_and_from_page_xml(qtbot: object, window: MainWindow,
+                                                               tmp_path: Path) -> None:
+    """The lines and parameters JSON of a run records its initial lines and the user's edits;
+    loaded back (File ▸ Load initial lines) they are the prepared rows again and a re-run gives
+    the same labels; PAGE XML baselines load as one line each, locked on request; a bad file
+    changes nothing."""
+    open_and_prepare(qtbot, window, str(SAMPLE))
+    first = run_to_end(qtbot, window)
+    out = tmp_path / "run.json"
+    window.export("json", str(out))
+    qtbot.waitUntil(lambda: out.exists() and not window.is_busy(), timeout=20_000)
+    data = json.loads(out.read_text())
+    assert data["edited"] is False and data["edits"] == []
+    assert len(data["initial_lines"]["lines"]) == len(window.edits.prepared)
+    # Edit, then load the run's own JSON: back to the prepared rows exactly, undoably.
+    window.set_edit_mode("select")
+    window.editor.delete(0)
+    assert window.edits.edited
+    window.load_initial_lines(str(out))
+    qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=20_000)
+    assert window.edits.lines is window.edits.prepared and not window.edits.edited
+    window.set_edit_mode("off")
+    assert run_to_end(qtbot, window).tobytes() == first.tobytes()
+    window.undo.undo()
+    assert window.edits.edited  # the deletion is back: loading never loses an edit
+    # The sample's PAGE ground truth: one initial line per TextLine, all locked when asked.
+    xml = SAMPLE.with_suffix(".xml")
+    n_gt = xml.read_text(encoding="utf-8").count("<TextLine") or xml.read_text(encoding="utf-8").count(":TextLine")
+    window.load_initial_lines(str(xml), lock=True)
+    qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=30_000)
+    assert len(window.edits.lines) == n_gt > 10 and window.edits.lines.locked.all()
+    # A file that is no file of lines: one message naming it; the lines stay.
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}')
+    before = window.edits.lines
+    window.load_initial_lines(str(bad))
+    qtbot.waitUntil(lambda: not window.is_busy() and "Cannot load initial lines" in window.banner.text(),
+                    timeout=10_000)
+    assert "notes.json" in window.banner.text() and window.edits.lines is before
+
+
+def test_an_older_autosave_of_segments_is_restored(qtbot: object, window: MainWindow, page_path: str) -> None:
+    """An autosave written before the window kept rows (page segments only) still brings the
+    user's lines back, placed on the page by their segments."""
+    open_and_prepare(qtbot, window, page_path)
+    segments = window.edits.segments[1:].copy()  # the user had deleted the first line
+    path = window.edits.autosave_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"page": page_path, "edited": True, "segments": np.round(segments, 3).tolist()}))
+    window.open_page(page_path)
+    qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy(), timeout=30_000)
+    assert window.edits.edited and len(window.edits.lines) == len(segments)
+    mid = window.edits.segments.mean(axis=1)
+    want = segments.mean(axis=1)
+    assert np.abs(mid[np.lexsort(mid.T[::-1])] - want[np.lexsort(want.T[::-1])]).max() < 0.5
+    assert "Restored" in window.banner.text()
