@@ -379,6 +379,36 @@ def test_across_profile_matches_the_filtered_raster(deg, sizes):
                                            ) == pytest.approx(expected, rel=0.01)
 
 
+@pytest.mark.parametrize("sizes", [(0.0, 0.0), (1 / 3, 10.0)], ids=["opencv", "paper"])
+def test_sharpness_score_is_that_of_the_filtered_projection(monkeypatch, sizes) -> None:
+    """best_orientation's "sharpness" score (the paper's) takes the projection profile of the
+    filtered image: the along-text profile blurred across by the bank's Gaussian of its size."""
+    page = make_page("skewed", seed=1, scale=0.6)
+    params = Parameters(orientation_score="sharpness", steep_regions=False, filter_size_across=sizes[0],
+                        filter_size_along=sizes[1])
+    prep = prepare(page.image, params)
+    stats = prep.stats
+    region = max(prep.regions, key=lambda r: r.n_samples)
+    keep = np.zeros(int(prep.components.max()) + 1, bool)
+    keep[1:] = True
+    scale = min(1.0, initial_lines._TARGET_HCC / stats.h_cc)
+    scale_u = initial_lines.along_scale(stats, params, scale)
+    small = initial_lines.region_mask(prep.components, keep, region.bbox, scale)
+    profiles, scored = [], []
+    across_profile, sharpness = initial_lines.across_profile, initial_lines.profile_sharpness
+    monkeypatch.setattr(initial_lines, "across_profile",
+                        lambda *a: profiles.append(across_profile(*a)) or profiles[-1])
+    monkeypatch.setattr(initial_lines, "profile_sharpness", lambda f: scored.append(f) or sharpness(f))
+    initial_lines.best_orientation(small, region.bbox, stats, params)
+    assert len(profiles) == len(scored) > 10
+    sig_across = params.filter_sigma_across * stats.h_cc * scale
+    size_across = initial_lines.bank_kernels(stats, params, scale, scale_u)[0]
+    for profile, got in zip(profiles, scored, strict=True):
+        want = cv2.GaussianBlur(profile.astype(np.float32)[:, None], (1, size_across), sigmaX=0.3,
+                                sigmaY=sig_across, borderType=cv2.BORDER_CONSTANT)
+        np.testing.assert_allclose(got[:, 0], want[:, 0], rtol=1e-5, atol=1e-6)
+
+
 def test_the_banks_kernel_is_the_sized_gaussian() -> None:
     """_smooth with kernel sizes (the paper's W x H) is the separable convolution with the
     Gaussian of its sigma cut to that many cells and renormalised (zero outside the raster);
