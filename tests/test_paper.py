@@ -610,7 +610,8 @@ def _interline(lines: dict[str, np.ndarray], h_cc: float) -> np.ndarray:
 
 def _reference_em(samples: np.ndarray, region: np.ndarray, edges: list[tuple[int, int]], start: LineSet,
                   order: list[list[list[int]]], *, c_v: float, moments: tuple[float, float, float],
-                  warm: bool, sweeps: int, iterations: int, theta_l_sign: float = 1.0) -> list[dict]:
+                  warm: bool, sweeps: int, iterations: int, theta_l_sign: float = 1.0,
+                  scope: str = "page") -> list[dict]:
     """EM with Algorithm 2 written out label by label in float64 (the paper preset: convex rule,
     eq. ff2 as printed, eq. update1, pi_l over the page's N, theta_l by Armijo steps).
 
@@ -623,7 +624,8 @@ def _reference_em(samples: np.ndarray, region: np.ndarray, edges: list[tuple[int
     [h_v = l] (distribution at theta_l = 0: ``p_v e^{theta_l}``, moments pi_l normalised over the
     region). ``log psi_v(l) = g(ff2) - log(2 pi sigma_t sigma_s)`` (the likelihood's partition
     function, supplement Prop. 2). M-step: eq. update1 with floors 0.01 H_cc / W_cc (lines with
-    weight <= 1 keep their geometry), pi_l = sum_v p_v(l) / N. Returns per iteration the lines,
+    weight <= 1 keep their geometry), pi_l = sum_v p_v(l) / N, N the page's samples (``scope``
+    "page", eq. pline) or the line's region's ("region"). Returns per iteration the lines,
     theta and KL(p || previous p) averaged over the samples."""
     h_cc = w_cc = 10.0
     mu = np.asarray(moments, float)
@@ -706,7 +708,7 @@ def _reference_em(samples: np.ndarray, region: np.ndarray, edges: list[tuple[int
             for col, line in enumerate(own[r]):
                 w = post[r][:, col]
                 total = w.sum()
-                lines["prior"][line] = total / n
+                lines["prior"][line] = total / (n if scope == "page" else len(members[r]))
                 if total <= 1.0:
                     continue
                 xm, ym = (w * x).sum() / total, (w * y).sum() / total
@@ -719,16 +721,18 @@ def _reference_em(samples: np.ndarray, region: np.ndarray, edges: list[tuple[int
     return history
 
 
-@pytest.mark.parametrize(("c_v", "warm"), [(2.0, False), (2.0, True), (1.0, False)])
-def test_paper_em_iterations_match_algorithm_2_by_hand(c_v: float, warm: bool) -> None:
+@pytest.mark.parametrize(("c_v", "warm", "scope"), [(2.0, False, "page"), (2.0, True, "page"), (1.0, False, "page"),
+                                                    (1.0, False, "region")])
+def test_paper_em_iterations_match_algorithm_2_by_hand(c_v: float, warm: bool, scope: str) -> None:
     """Two EM iterations of the ``paper`` preset (convex rule, its moments, theta_l by Armijo,
-    eq. update1, pi_l over the page, cold start as printed; c_v = 2 and a warm start as variants)
+    eq. update1, pi_l over the page, cold start as printed; c_v = 2, a warm start and pi_l per
+    region as variants)
     on a two-region page of 29 samples equal the dense float64 EM of :func:`_reference_em`: the
     lines (a, b, c, sigma_t, sigma_s, pi_l), theta_0..2 and the KL of each iteration, to 1e-6.
     The reference with theta_l's sign flipped is farther off than that by orders of magnitude,
     so the test tells the sign."""
     samples, region, edges, start = _hand_page()
-    params = Parameters.preset("paper").replace(c_v=c_v, mp_warm_start=warm, max_em_iterations=2,
+    params = Parameters.preset("paper").replace(c_v=c_v, mp_warm_start=warm, max_em_iterations=2, prior_scope=scope,
                                                  mp_max_sweeps=4, mp_tolerance=1e-12, kl_tolerance=1e-12)
     prep = _hand_preparation(samples, region, edges, start, params)
     em._GRAPHS.clear()
@@ -743,7 +747,7 @@ def test_paper_em_iterations_match_algorithm_2_by_hand(c_v: float, warm: bool) -
         order.append([[int(v) for v in verts] for _s, _e, verts, _st in graph.classes])
     # The preset's moments, written out: the reference does not read them from the engine.
     expected = _reference_em(samples, region, edges, start, order, c_v=c_v, moments=(0.85, 0.13, 0.02),
-                             warm=warm, sweeps=4, iterations=2)
+                             warm=warm, sweeps=4, iterations=2, scope=scope)
     for snap, want in zip(snaps[1:], expected, strict=True):
         for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior"):
             # Slopes and priors to 1e-6; positions and spreads to 1e-6 of the page's width (260 px):
@@ -754,5 +758,5 @@ def test_paper_em_iterations_match_algorithm_2_by_hand(c_v: float, warm: bool) -
         np.testing.assert_allclose(snap.theta, want["theta"], rtol=1e-6, atol=1e-9)
         assert snap.kl == pytest.approx(want["kl"], rel=1e-6)
     wrong = _reference_em(samples, region, edges, start, order, c_v=c_v, moments=(0.85, 0.13, 0.02),
-                          warm=warm, sweeps=4, iterations=2, theta_l_sign=-1.0)
+                          warm=warm, sweeps=4, iterations=2, theta_l_sign=-1.0, scope=scope)
     assert np.abs(wrong[-1]["lines"]["b"] - expected[-1]["lines"]["b"]).max() > 1e-3
