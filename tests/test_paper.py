@@ -500,6 +500,41 @@ def test_paper_labelling_rule_on_a_constructed_page() -> None:
     assert np.all(out[comps == 0] == 0)
 
 
+def test_paper_labelling_splits_touching_components_by_distance() -> None:
+    """Section 4.2 on a page of touching lines: every component whose samples chose several
+    lines is split, each of its pixels going to the nearest (across, and beyond the ends at
+    c +- 2 sigma_s) of those lines, computed here from the lines' parameters; the other
+    components go whole to their samples' line. At least a few components are split."""
+    page = make_page("touching", seed=0)
+    params = Parameters.preset("paper").replace(max_em_iterations=3, mp_max_sweeps=10, mp_warm_start=True,
+                                                label_window=5)
+    prep = prepare(page.image, params)
+    *_, snap = run_em(prep)
+    lines, sample_labels = consolidate_lines(prep, snap, params, split=True)
+    out = finish(prep, snap, params).labels
+    comps = prep.components
+    has = sample_labels >= 0
+    split = 0
+    for comp in np.unique(prep.sample_component[has]):
+        chosen = np.unique(sample_labels[has & (prep.sample_component == comp)])
+        ys, xs = np.nonzero(comps == comp)
+        if len(chosen) == 1:
+            assert np.all(out[ys, xs] == chosen[0] + 1)
+            continue
+        split += 1
+        dist = []
+        for k in chosen:
+            cos, sin, a = math.cos(lines.phi[k]), math.sin(lines.phi[k]), lines.a[k]
+            u, v = xs * cos + ys * sin, -xs * sin + ys * cos
+            norm = math.sqrt(1 + a * a)
+            along = (u + a * v) / norm if lines.rotation_invariant else u
+            beyond = np.maximum(np.abs(along - lines.c[k]) - 2 * lines.sigma_s[k], 0.0)
+            dist.append(np.hypot((v - a * u - lines.b[k]) / norm, beyond))
+        want = chosen[np.argmin(np.array(dist), axis=0)] + 1
+        assert np.mean(out[ys, xs] == want) > 0.999, comp  # ties at equal distance aside
+    assert split >= 3
+
+
 # --------------------------------------------------------------------------- label windows
 
 
