@@ -30,8 +30,8 @@ from engine.params import Parameters  # noqa: E402
 #: (step name, fields turned to the default's value at this step), cumulative.
 STEPS: list[tuple[str, tuple[str, ...]]] = [
     ("paper (as printed)", ()),
-    ("+ stopping: 15 iterations, K = 1e-3, label_tolerance, 10 sweeps",
-     ("max_em_iterations", "kl_tolerance", "label_tolerance", "mp_max_sweeps")),
+    ("+ stopping: 15 iterations, K = 1e-3, label_tolerance, 10 warm-started sweeps",
+     ("max_em_iterations", "kl_tolerance", "label_tolerance", "mp_max_sweeps", "mp_warm_start")),
     ("+ speed: label_window 5, theta_edge_sample 40k, candidate_nats 30",
      ("label_window", "theta_edge_sample", "candidate_nats")),
     ("+ update_rule = bethe (damped BP)", ("update_rule",)),
@@ -42,8 +42,9 @@ STEPS: list[tuple[str, tuple[str, ...]]] = [
      ("line_prior_rule", "line_prior_clip", "theta_limit")),
     ("+ regression = rotation_invariant, sigma floors", ("regression", "sigma_t_floor", "sigma_s_floor")),
     ("+ initial lines: orientation_score, steep_regions, overlap_valleys, pitch_line_height, "
-     "weak_line_level",
-     ("orientation_score", "steep_regions", "overlap_valleys", "pitch_line_height", "weak_line_level")),
+     "weak_line_level, filter sizes",
+     ("orientation_score", "steep_regions", "overlap_valleys", "pitch_line_height", "weak_line_level",
+      "filter_size_across", "filter_size_along")),
     ("+ min_region_samples, remove_diacritic_lines, remove_ownerless_lines, merge_initial_lines",
      ("min_region_samples", "remove_diacritic_lines", "remove_ownerless_lines", "merge_initial_lines")),
     ("+ final_labelling = profile, follow_local_rows", ("final_labelling", "follow_local_rows")),

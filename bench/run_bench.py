@@ -1,7 +1,8 @@
 """Benchmark: segment every page of the development data sets, score them, time them.
 
     python bench/run_bench.py [--data DIR] [--sets moc-train,cremma20] [--limit N] [--jobs 1]
-                              [--params FILE] [--set NAME=VALUE ...] [--out CSV] [--markdown]
+                              [--params FILE] [--preset NAME] [--moments FILE] [--set NAME=VALUE ...]
+                              [--out CSV] [--markdown]
 
 Every page runs in a fresh (spawned) process, which reports the wall-clock seconds from loading
 the page to its ``.dat`` labels written (in a temporary folder) and its peak resident memory
@@ -42,7 +43,7 @@ if str(REPO) not in sys.path:  # run as a script: make the engine importable wit
 
 from engine.io import IMAGE_SUFFIXES  # noqa: E402
 from engine.metric import ContestScore, LineScore, combine, combine_lines  # noqa: E402
-from engine.params import PRESETS, ParameterError, Parameters  # noqa: E402
+from engine.params import PRESETS, ParameterError, Parameters, read_moments  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 T_A = 0.95
@@ -263,10 +264,13 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def build_params(params_file: str | None, sets: list[str], preset: str | None = None) -> Parameters:
-    """Defaults (or ``--preset NAME``), then ``--params FILE``, then each ``--set``."""
+def build_params(params_file: str | None, sets: list[str], preset: str | None = None,
+                 moments_file: str | None = None) -> Parameters:
+    """Defaults (or ``--preset NAME``), then ``--params FILE``, then ``--moments FILE``, then
+    each ``--set``."""
     params = Parameters.load(params_file) if params_file else Parameters.preset(preset or "default")
-    changes = parse_set(sets)
+    changes = {"moments": read_moments(moments_file)} if moments_file else {}
+    changes.update(parse_set(sets))
     return params.replace(**changes) if changes else params
 
 
@@ -281,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most N pages per set")
     ap.add_argument("--params", help="parameters JSON file")
     ap.add_argument("--preset", choices=PRESETS, help="start from a preset (e.g. paper: as printed)")
+    ap.add_argument("--moments", metavar="FILE",
+                    help="pairwise moments from 'tlseg learn-moments --json FILE' (e.g. with --preset paper)")
     ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE",
                     help="override one parameter (repeatable)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -295,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
               "repository; pass --data DIR)", file=sys.stderr)
         return 2
     try:
-        params = build_params(args.params, args.set_, args.preset)
+        params = build_params(args.params, args.set_, args.preset, args.moments)
     except ParameterError as exc:
         print(f"run_bench: {exc}", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .params import PAPER, PRESETS, REGRESSION_FORMS, UPDATE_RULES, ParameterError, Parameters
+from .params import PAPER, PRESETS, REGRESSION_FORMS, UPDATE_RULES, ParameterError, Parameters, read_moments
 
 PROG = "tlseg"
 #: Default time limit of one page, seconds (the dev pages take 1-40 s).
@@ -92,6 +92,8 @@ def build_params(args: argparse.Namespace) -> Parameters:
             changes[name] = value
     if getattr(args, "multi_oriented", False):
         changes["multi_oriented"] = True
+    if getattr(args, "moments", None):
+        changes["moments"] = read_moments(args.moments)
     changes.update(parse_set(getattr(args, "set", None) or []))
     return params.replace(**changes) if changes else params
 
@@ -288,12 +290,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def format_diff(params: Parameters, other: Parameters) -> str:
-    """One line per field that differs: ``name: value -> other's value  # why`` (the reason
-    from :data:`engine.params.PAPER`)."""
+    """One line per field that differs: ``name: value -> other's value  # [where the paper
+    says it] why the default differs`` (from :data:`engine.params.PAPER`)."""
     rows = []
     for name, mine, theirs in params.diff(other):
-        why = PAPER.get(name, (None, ""))[1]
-        rows.append(f"{name}: {json.dumps(mine)} -> {json.dumps(theirs)}" + (f"  # {why}" if why else ""))
+        entry = PAPER.get(name)
+        note = f"  # [{entry.source}] {entry.why}" if entry else ""
+        rows.append(f"{name}: {json.dumps(mine)} -> {json.dumps(theirs)}{note}")
     return "\n".join(rows)
 
 
@@ -319,8 +322,10 @@ def cmd_learn_moments(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if args.images:
         kwargs["image_dir"] = args.images
-    if args.params or args.set:
-        kwargs["params"] = build_params(args)
+    params = build_params(args)
+    # The sampling and region settings the moments are counted with (the paper preset's, with
+    # --preset paper: its regions are not merged).
+    kwargs["params"] = params
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -331,11 +336,14 @@ def cmd_learn_moments(args: argparse.Namespace) -> int:
     _warnings_as_lines(caught)
     if not isinstance(result, dict):  # tolerate a bare (mu0, mu1, mu2)
         result = {"moments": [float(m) for m in result]}
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     for path, reason in result.get("skipped", []):
         _warn(f"skipped {path}: {reason}")
-    brief = {k: result[k] for k in ("moments", "counts", "pages", "edges") if k in result}
+    result["learnt_with"] = {"preset": params.preset_name,
+                             **{k: getattr(params, k) for k in ("sample_ratio", "seed", "region_threshold",
+                                                                "min_region_samples")}}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    brief = {k: result[k] for k in ("moments", "counts", "pages", "edges", "learnt_with") if k in result}
     print(json.dumps(brief, indent=2, default=str))
     return 0
 
@@ -359,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--params", metavar="FILE", help="parameters JSON (see 'tlseg params')")
         p.add_argument("--preset", choices=PRESETS,
                        help="start from a preset: 'paper' = every stage as printed (see 'tlseg params --diff paper')")
+        p.add_argument("--moments", metavar="FILE",
+                       help="pairwise moments from a JSON file ('tlseg learn-moments --json FILE' output, "
+                            "or a list of three numbers); e.g. the paper's procedure: --preset paper "
+                            "--moments FILE")
         p.add_argument("--set", action="append", metavar="NAME=VALUE", default=[],
                        help="override one parameter; VALUE is JSON or a plain string (repeatable)")
 

@@ -5,8 +5,9 @@ moment matching while passing messages (:mod:`engine.message_passing`); M-step: 
 regression per line (:mod:`engine.regression`) and line priors ``pi_l = mean_v p_v(l)``
 (within the line's region). Stops when the mean KL divergence between successive posteriors
 falls under ``kl_tolerance``, when fewer than ``label_tolerance`` of the samples changed their
-most probable line, or after ``max_em_iterations``. Messages and theta are warm-
-started from one EM iteration to the next.
+most probable line, or after ``max_em_iterations``. With ``mp_warm_start`` (default) the
+messages, theta_0..2 and theta_l are carried from one EM iteration to the next; without it
+every E-step starts as Algorithm 2 prints: theta = 0, m_{v->u} = 1.
 """
 
 from __future__ import annotations
@@ -346,16 +347,28 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     previous_best = _best_lines(states, len(prep.samples))
     for iteration in range(1, params.max_em_iterations + 1):
         previous = [(st.offsets.copy(), st.posterior.copy()) for st in states]
+        if not params.mp_warm_start and iteration > 1:
+            # Algorithm 2's "Initialize: theta_k = 0, m_{v->u} = 1" at each call (cold start).
+            theta = np.zeros(3)
+            for st in states:
+                st.out[:] = 0.0
+                st.messages_zero = True
+                st.bias = np.zeros(len(st.lines))
         unaries = _unaries(states, lines, params, h_cc)
         ll = _log_likelihood(unaries)
         unaries = _windowed(states, unaries)
         shifts = [mp.half_edge_shift(st.graph, st.offsets) for st in states]
         for sweep_index in range(1, params.mp_max_sweeps + 1):
             # Theta step (Algorithm 2, first loop): one Armijo step on the pooled edge statistics.
-            q = [mp.edge_class_fractions(st.out, st.graph, sh, st.theta_edges)
+            # Under the convex rule p_u = (e^{-theta f} m_i m_j)^{1/c_v}: its class marginals are
+            # those of the messages^{1/c_v} under theta / c_v, the variable the step is taken in.
+            q = [mp.edge_class_fractions(st.out if pair_power == 1.0 else st.out * np.float32(pair_power),
+                                         st.graph, sh, st.theta_edges)
                  for st, sh in zip(states, shifts, strict=True) if st.out.shape[0]]
             if q:
-                theta, _ = mp.learn_theta(np.concatenate(q), theta, moments, limit=params.theta_limit)
+                scaled, _ = mp.learn_theta(np.concatenate(q), theta * pair_power, moments,
+                                           limit=params.theta_limit * pair_power)
+                theta = scaled / pair_power
             change = 0.0
             damping = params.damping if params.update_rule == "bethe" else 0.0
             for st, u, sh in zip(states, unaries, shifts, strict=True):

@@ -111,9 +111,29 @@ def along_scale(stats: ComponentStats, params: Parameters, scale: float) -> floa
     return min(scale, _ALONG_CELLS / max(params.filter_sigma_along * stats.w_cc, 1e-9))
 
 
-def _smooth(raster: np.ndarray, sigma_across: float, sigma_along: float) -> np.ndarray:
-    return cv2.GaussianBlur(raster, (0, 0), sigmaX=max(sigma_along, 0.3), sigmaY=max(sigma_across, 0.3),
-                            borderType=cv2.BORDER_CONSTANT)
+def kernel_cells(size: float) -> int:
+    """An odd kernel size in cells for a filter ``size`` cells long (the paper's W or H at the
+    raster's scale): the nearest odd whole number, at least 1; 0 for ``size`` 0 (OpenCV's own
+    size, ``round(8 sigma + 1) | 1`` cells for a float image)."""
+    if size <= 0:
+        return 0
+    return max(1, int(round(size)) | 1)
+
+
+def bank_kernels(stats: ComponentStats, params: Parameters, scale: float, scale_u: float) -> tuple[int, int]:
+    """The bank's kernel size across and along the text in raster cells (``scale``/``scale_u``
+    cells per pixel): ``filter_size_across`` x H_cc and ``filter_size_along`` x W_cc
+    (:func:`kernel_cells`; 0 = OpenCV's size for the sigma)."""
+    return (kernel_cells(params.filter_size_across * stats.h_cc * scale),
+            kernel_cells(params.filter_size_along * stats.w_cc * scale_u))
+
+
+def _smooth(raster: np.ndarray, sigma_across: float, sigma_along: float, size_across: int = 0,
+            size_along: int = 0) -> np.ndarray:
+    """The bank's anisotropic Gaussian on a raster in the region frame (rows across the text);
+    ``size_*``: kernel size in cells (odd; 0 = OpenCV's size for the sigma)."""
+    return cv2.GaussianBlur(raster, (size_along, size_across), sigmaX=max(sigma_along, 0.3),
+                            sigmaY=max(sigma_across, 0.3), borderType=cv2.BORDER_CONSTANT)
 
 
 def profile_sharpness(filtered: np.ndarray) -> float:
@@ -146,14 +166,15 @@ def ink_cells(small: np.ndarray, bbox: tuple[int, int, int, int], block: int = 1
 
 
 def across_profile(cells: tuple[np.ndarray, np.ndarray, np.ndarray], phi: float,
-                   bbox: tuple[int, int, int, int], scale: float, scale_u: float, sigma_along: float
-                   ) -> np.ndarray:
+                   bbox: tuple[int, int, int, int], scale: float, scale_u: float, sigma_along: float,
+                   size_along: int = 0) -> np.ndarray:
     """Row sums of the region raster (:func:`_region_raster` at ``scale``/``scale_u``) after
     the Gaussian of ``sigma_along`` cells along its rows, from the ink ``cells``
     (:func:`ink_cells`) without resampling or filtering the region: the filter keeps a cell's
     ink but for the part of its kernel past the raster's ends, which is the kernel's tail
     mass beyond them (this loss matters for small regions); each cell's ink is then split
-    linearly between the two rows its centre falls between. ``(rows,)``."""
+    linearly between the two rows its centre falls between. ``size_along``: the kernel's size
+    in cells (0 = OpenCV's for the sigma). ``(rows,)``."""
     x0, y0, x1, y1 = bbox
     c, s = math.cos(phi), math.sin(phi)
     corners = np.array([[x0, y0], [x1, y0], [x0, y1], [x1, y1]], float)
@@ -166,7 +187,7 @@ def across_profile(cells: tuple[np.ndarray, np.ndarray, np.ndarray], phi: float,
         return np.zeros(height)
     # The kernel OpenCV builds for a float32 image, and its cumulative mass at offsets -R-1..R.
     sigma = max(sigma_along, 0.3)
-    ksize = int(round(sigma * 8 + 1)) | 1
+    ksize = size_along if size_along > 0 else int(round(sigma * 8 + 1)) | 1
     kernel = cv2.getGaussianKernel(ksize, sigma, cv2.CV_32F).ravel().astype(np.float64)
     radius = ksize // 2
     # Cumulative kernel mass at offsets -R-1..R, tabulated at 1/16 cell for lookups.
@@ -191,7 +212,16 @@ def across_profile(cells: tuple[np.ndarray, np.ndarray, np.ndarray], phi: float,
     return np.bincount(row, w - upper, minlength=n) + np.bincount(row + 1, upper, minlength=n)
 
 
-def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float) -> float:
+def across_blur(profile: np.ndarray, sigma_across: float, size_across: int = 0) -> np.ndarray:
+    """A row profile ``(h,)`` under the bank's Gaussian across the text (``size_across``: its
+    kernel in rows, 0 = OpenCV's), float64 ``(h,)``: the row sums of the 2-D filtered raster
+    are the 1-D filtered row sums of the raster filtered along the rows."""
+    column = np.asarray(profile, np.float32)[:, None]
+    return cv2.GaussianBlur(column, (1, size_across), sigmaX=0.3, sigmaY=max(sigma_across, 0.3),
+                            borderType=cv2.BORDER_CONSTANT).astype(np.float64)[:, 0]
+
+
+def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float, size_across: int = 0) -> float:
     """Orientation score of a row profile ``(h,)`` across the text: the fraction of the energy
     of the profile (after the bank's Gaussian of ``sigma_across`` rows) that lies above the
     scale ``sigma_block`` (rows, about one text height): ``sum (P_s - P_b)^2 / sum P_s^2`` with
@@ -209,7 +239,7 @@ def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float) 
     pad = int(4 * sigma_block) + 2  # room for the wide Gaussian's tails
     column = np.zeros((len(profile) + 2 * pad, 1), np.float32)
     column[pad:pad + len(profile), 0] = profile
-    smoothed = cv2.GaussianBlur(column, (0, 0), sigmaX=0.3, sigmaY=max(sigma_across, 0.3),
+    smoothed = cv2.GaussianBlur(column, (0, size_across), sigmaX=0.3, sigmaY=max(sigma_across, 0.3),
                                 borderType=cv2.BORDER_CONSTANT).astype(np.float64)
     block = cv2.GaussianBlur(column, (0, 0), sigmaX=0.3, sigmaY=sigma_block,
                              borderType=cv2.BORDER_CONSTANT).astype(np.float64)
@@ -245,14 +275,16 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     scale_u = along_scale(stats, params, scale)
     sig_across = params.filter_sigma_across * stats.h_cc * scale
     sig_along = params.filter_sigma_along * stats.w_cc * scale_u
+    size_across, size_along = bank_kernels(stats, params, scale, scale_u)
     # Cells along x merged in blocks no longer than a raster cell along the text.
     cells = ink_cells(small, bbox, max(1, int(scale / scale_u)))
 
     def score(deg: float) -> float:
-        profile = across_profile(cells, math.radians(deg), bbox, scale, scale_u, sig_along)
+        profile = across_profile(cells, math.radians(deg), bbox, scale, scale_u, sig_along, size_along)
         if params.orientation_score == "sharpness":
-            return profile_sharpness(profile[:, None])
-        return line_contrast(profile, sig_across, stats.h_cc * scale)
+            # The projection profile of the filtered image: blurred across as well.
+            return profile_sharpness(across_blur(profile, sig_across, size_across)[:, None])
+        return line_contrast(profile, sig_across, stats.h_cc * scale, size_across)
 
     scores = np.array([score(deg) for deg in angles])
     inside = (angles >= lo - 1e-9) & (angles <= hi + 1e-9)
@@ -352,7 +384,8 @@ def _filtered_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameter
     """The bank's filtered raster and its blobs above the blob threshold: (filtered, count
     with the background, labels, OpenCV stats); None when the raster is empty."""
     filtered = _smooth(raster, params.filter_sigma_across * stats.h_cc * scale,
-                       params.filter_sigma_along * stats.w_cc * scale_u)
+                       params.filter_sigma_along * stats.w_cc * scale_u,
+                       *bank_kernels(stats, params, scale, scale_u))
     positive = filtered[filtered > 1e-6]
     if positive.size == 0:
         return None

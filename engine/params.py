@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 UPDATE_RULES = ("bethe", "convex")
 REGRESSION_FORMS = ("rotation_invariant", "paper")
@@ -55,6 +55,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "min_region_samples": (1, 10**9, True, True),
     "filter_sigma_across": (0.01, 10.0, True, True),
     "filter_sigma_along": (0.1, 100.0, True, True),
+    "filter_size_across": (0.0, 10.0, True, True),
+    "filter_size_along": (0.0, 1000.0, True, True),
     "orientation_min": (-90.0, 90.0, True, True),
     "orientation_max": (-90.0, 90.0, True, True),
     "orientation_step": (0.1, 45.0, True, True),
@@ -136,6 +138,14 @@ class Parameters:
     filter_sigma_across: float = 1.0 / 3.0
     #: Std of the anisotropic Gaussian along the line, in W_cc (paper: 10/3).
     filter_sigma_along: float = 10.0 / 3.0
+    #: Size of the bank's kernel across the line (H_cc) and along it (W_cc); 0 = OpenCV's
+    #: own size for the sigma (8 sigma + 1 cells, +-4 sigma). Section 5.1 prints H = 1/3 H_cc
+    #: and W = 10 W_cc with the sigmas above: a kernel cut at +-0.5 sigma across and +-1.5
+    #: sigma along (engine.initial_lines.kernel_cells). The paper's size gave 16 % more initial
+    #: lines (first 4 pages of each dev set: 391 -> 452; ahte book1_page19 28 -> 52) and FM
+    #: 75.9 -> 70.6 %, line IU 82.8 -> 78.7 % (ahte-train FM 87.0 -> 72.8 %); docs/paper.md.
+    filter_size_across: float = 0.0
+    filter_size_along: float = 0.0
     #: Orientation search range of the filter bank, degrees (paper: -40...40).
     orientation_min: float = -40.0
     orientation_max: float = 40.0
@@ -220,6 +230,9 @@ class Parameters:
     prior_in_unary: bool = True
     #: Empirical pairwise moments (same / adjacent / farther line) of Delaunay edges: the mean
     #: over the 54 pages of the development data (resources/moments.json, "moments_page_mean").
+    #: The paper learns them from ICDAR 2013's training set and prints no values; the ``paper``
+    #: preset's (0.85, 0.13, 0.02) are a placeholder. Learn them from your own ground truth with
+    #: ``tlseg learn-moments GT... --json FILE`` and use them with ``--moments FILE``.
     moments: tuple[float, float, float] = (0.9407, 0.0526, 0.0067)
     #: E-step update: "bethe" (BP counting numbers, damped) or "convex" (paper, Algorithm 2).
     update_rule: str = "bethe"
@@ -232,6 +245,12 @@ class Parameters:
     #: a posterior entry that ends them.
     mp_max_sweeps: int = 10
     mp_tolerance: float = 1e-3
+    #: Carry the pairwise parameters theta_0..2, the line parameters theta_l and the messages
+    #: from one E-step to the next (warm start). Off = Algorithm 2 as printed: every E-step
+    #: starts from "theta_k = 0, m_{v->u} = 1". Off on the first 4 pages of each dev set: FM
+    #: 75.9 -> 75.0 %, line IU 82.8 -> 80.9 % (moc-train 65.1 -> 59.2 %), 55 -> 87 EM
+    #: iterations, CPU +28 %; under the paper preset every E-step then runs its 100 sweeps.
+    mp_warm_start: bool = True
     #: Learn the line-probability parameters theta_l by moment matching (paper, "Line probability").
     learn_line_prior: bool = True
     #: How theta_l is learned: "log_ratio" (theta_l += line_prior_step x log(mean_v p_v(l) / pi_l),
@@ -351,7 +370,7 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height"):
+                     "overlap_valleys", "pitch_line_height", "mp_warm_start"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -420,7 +439,7 @@ class Parameters:
         if name == "default":
             return cls()
         if name == "paper":
-            return cls(**{k: v for k, (v, _why) in PAPER.items()}, preset_name="paper")
+            return cls(**{k: entry.value for k, entry in PAPER.items()}, preset_name="paper")
         raise ParameterError(f"unknown preset {name!r}; expected one of {PRESETS}")
 
     def diff(self, other: Parameters) -> list[tuple[str, Any, Any]]:
@@ -438,67 +457,147 @@ class Parameters:
         return "\n".join(f"{k} = {v!r}" for k, v in self.to_dict().items())
 
 
+def read_moments(path: str | Path) -> tuple[float, float, float]:
+    """The pairwise moments ``(mu0, mu1, mu2)`` in a JSON file: the output of ``tlseg
+    learn-moments`` (its ``--json`` file or what it prints), ``resources/moments.json``, or a
+    bare list of three numbers. Checked as :class:`Parameters` checks ``moments``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ParameterError(f"cannot read moments file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ParameterError(f"moments file {path} is not JSON: {exc}") from None
+    values = data.get("moments") if isinstance(data, dict) else data
+    try:
+        return Parameters(moments=values).moments
+    except ParameterError as exc:
+        raise ParameterError(f"moments file {path}: {exc}") from None
+
+
 #: Fields whose change needs a new preparation (stages 1-6); the others only re-run EM.
 PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "page_area", "strip_strokes",
     "colour_non_text", "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
+    "filter_size_across", "filter_size_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
 })
 
 
-#: The paper as printed: field -> (value, why the default differs). Walking from ``paper`` to
-#: the default one field at a time is the ablation of docs/paper.md.
-PAPER: dict[str, tuple[Any, str]] = {
-    "page_area": (False, "not in the paper: a dark scanner surround made thousands of specks that set H_cc."),
-    "strip_strokes": (False, "not in the paper: words touching a rule or frame were dropped with it."),
-    "colour_non_text": (False, "not in the paper (off by default too)."),
-    "label_non_text": (False, "not in the paper: words over a rule and specks, kept out of sampling, are "
-                              "given back to their line."),
-    "min_region_samples": (1, "a region of a few samples is too small to fit a line to; it joins the "
-                               "nearest larger one."),
-    "steep_regions": (False, "the paper searches -40..40 deg only; moc-train side notes run at 60-70 deg."),
-    "orientation_score": ("sharpness", "sum P^2 / (sum P)^2 also rewards the angle at which a block is "
-                                       "narrowest (moc_train_11: lines at -25 deg got -40 deg)."),
-    "overlap_valleys": (False, "equal bands cut lines where two touch off-centre; the profile's valleys "
-                               "find the gap."),
-    "pitch_line_height": (False, "on Arabic hands H_cc is a letter group's height, far below the line's."),
-    "weak_line_level": (0.0, "a paragraph's last words respond under Otsu's level and got no initial line; "
-                             "the line above was fitted through both rows."),
-    "remove_ownerless_lines": (False, "not in the paper: EM lines through a cloud's loops or a taller row's "
-                                      "tops own no word and split their row."),
-    "follow_local_rows": (False, "not in the paper: a straight line leaves the sagging end of a row to the "
-                                 "next row."),
-    "merge_initial_lines": (False, "not in the paper: duplicates of one row drifted apart in EM and split it."),
-    "unary_form": ("paper", "as printed, eq. ff2 jumps by 0.5 (r S / sigma_t)^2 nats at the plateau's edge."),
-    "prior_in_unary": (False, "the default weighs each line by pi_l in the unary, as in a mixture (the paper "
-                              "has pi_l only through theta_l)."),
-    "moments": ((0.85, 0.13, 0.02), "the quoted moments do not fit real pages: measured on the dev ground truth."),
-    "update_rule": ("convex", "the printed convex rule tempers the unary by 1 + A_v and EM merges lines "
+class PaperValue(NamedTuple):
+    """A field's value in the paper as printed: the value, where the paper says it (section,
+    equation or algorithm; "absent" for a step the paper does not have), and why the default
+    differs (measured, or what follows from the method)."""
+
+    value: Any
+    source: str
+    why: str
+
+
+#: The paper as printed: field -> PaperValue. Every field whose default differs from the paper
+#: is here (tests/test_paper.py holds the hand-written table of every field that checks it).
+#: Walking from ``paper`` to the default one field at a time is the ablation of docs/paper.md.
+PAPER: dict[str, PaperValue] = {
+    "page_area": PaperValue(False, "absent (no page-area step)",
+                            "a dark scanner surround made thousands of specks that set H_cc."),
+    "strip_strokes": PaperValue(False, "absent (no rule or frame removal)",
+                                "words touching a rule or frame were dropped with it."),
+    "colour_non_text": PaperValue(False, "absent (no colour step)", "off by default too."),
+    "label_non_text": PaperValue(False, "absent (§4.2 labels the sampled components only)",
+                                 "words over a rule and specks, kept out of sampling, are given back "
+                                 "to their line."),
+    "min_region_samples": PaperValue(1, "§4.1 text regions (no merging of small regions)",
+                                     "a region of a few samples is too small to fit a line to; it joins "
+                                     "the nearest larger one."),
+    "steep_regions": PaperValue(False, "§5.1: alpha in [-40, 40] deg",
+                                "moc-train side notes run at 60-70 deg."),
+    "orientation_score": PaperValue("sharpness", "§4.1 blob estimation: \"better response on the "
+                                                 "projection profile\"",
+                                    "sum P^2 / (sum P)^2 also rewards the angle at which a block is "
+                                    "narrowest (moc_train_11: lines at -25 deg got -40 deg)."),
+    "filter_size_across": PaperValue(1.0 / 3.0, "§5.1: filter size H = 1/3 H_cc",
+                                     "a kernel as tall as its sigma is nearly a box across the line: 16 % "
+                                     "more initial lines, FM -5.3 points on 17 dev pages (OpenCV's "
+                                     "+-4 sigma kernel is the Gaussian the sigma describes)."),
+    "filter_size_along": PaperValue(10.0, "§5.1: filter size W = 10 W_cc",
+                                    "as filter_size_across: the kernel cut at +-1.5 sigma along."),
+    "overlap_valleys": PaperValue(False, "§4.1 overlapping detection: blobs divided by t_o",
+                                  "equal bands cut lines where two touch off-centre; the profile's "
+                                  "valleys find the gap."),
+    "pitch_line_height": PaperValue(False, "§5.1: filter and t_o in units of H_cc",
+                                    "on Arabic hands H_cc is a letter group's height, far below the "
+                                    "line's."),
+    "weak_line_level": PaperValue(0.0, "§4.1: Otsu on the filtered image",
+                                  "a paragraph's last words respond under Otsu's level and got no "
+                                  "initial line; the line above was fitted through both rows."),
+    "remove_diacritic_lines": PaperValue(False, "absent (§4.1 has t_r, §4.2 epsilon)",
+                                         "blobs and lines living on dots and diacritics made extra "
+                                         "lines."),
+    "remove_ownerless_lines": PaperValue(False, "absent (§4.2: epsilon only)",
+                                         "EM lines through a cloud's loops or a taller row's tops own "
+                                         "no word and split their row."),
+    "follow_local_rows": PaperValue(False, "absent (§4.2 final labelling)",
+                                    "a straight line leaves the sagging end of a row to the next row."),
+    "merge_initial_lines": PaperValue(False, "absent (§4.1: EM starts from the blob lines)",
+                                      "duplicates of one row drifted apart in EM and split it."),
+    "unary_form": PaperValue("paper", "eq. ff2",
+                             "as printed, eq. ff2 jumps by 0.5 (r S / sigma_t)^2 nats at the plateau's "
+                             "edge."),
+    "prior_in_unary": PaperValue(False, "eq. ff3 (pi_l enters through theta_l only)",
+                                 "the default weighs each line by pi_l in the unary, as in a mixture."),
+    "moments": PaperValue((0.85, 0.13, 0.02),
+                          "after eq. ff1 and §5.1: learnt from ICDAR 2013's training set; the values "
+                          "are NOT printed (these are a placeholder quoted elsewhere, of unknown origin; "
+                          "'tlseg learn-moments' runs the paper's procedure on your ground truth, "
+                          "'--moments FILE' uses its result)",
+                          "measured on the dev ground truth (resources/moments.json): the placeholder "
+                          "does not fit real pages."),
+    "update_rule": PaperValue("convex", "Algorithm 2 (p_v exponent 1/(c_v + A_v))",
+                              "the printed convex rule tempers the unary by 1 + A_v and EM merges lines "
                               "(the collapse recorded in tests/test_paper.py)."),
-    "mp_max_sweeps": (100, "the paper runs until converged (no cap given); 10 warm-started sweeps per EM "
-                          "iteration bound the cost."),
-    "line_prior_rule": ("armijo", "the Armijo step on theta_l is slow to match pi_l; the log-ratio step "
+    "mp_max_sweeps": PaperValue(100, "Algorithm 2: \"while not converged\" (no cap given)",
+                                "10 warm-started sweeps per EM iteration bound the cost."),
+    "mp_warm_start": PaperValue(False, "Algorithm 2: \"Initialize: theta_k = 0, m_{v->u} = 1\" at "
+                                       "each call",
+                                "theta and the messages of the last E-step are a better start: cold, "
+                                "FM -0.9 and line IU -1.9 points, 28 % more CPU on 17 dev pages."),
+    "line_prior_rule": PaperValue("armijo", "Algorithm 2, theta update with Armijo step (on ff3)",
+                                  "the Armijo step on theta_l is slow to match pi_l; the log-ratio step "
                                   "converges in a few sweeps."),
-    "line_prior_clip": (0.0, "bounds theta_l so that a line with no mass cannot push it to infinity."),
-    "prior_scope": ("page", "per region, a one-word region keeps its line under epsilon."),
-    "theta_limit": (0.0, "moments the unary cannot reach send theta to infinity."),
-    "theta_edge_sample": (0, "a fixed sample of 40k edges gives the moments to a fraction of a percent "
-                             "at a third of the cost."),
-    "regression": ("paper", "eq. update1 fits y on x; pages and regions at an angle need the principal axis."),
-    "sigma_t_floor": (0.01, "variance floors keep a line fitted to one word from collapsing (0.01 is the "
-                            "smallest allowed, the paper has none)."),
-    "sigma_s_floor": (0.01, "as sigma_t_floor."),
-    "candidate_nats": (1e4, "lines 30 nats below a sample's best carry no information; the floor keeps "
-                            "messages finite (1e4: no floor in practice)."),
-    "label_window": (0, "each sample sees 5 consecutive lines around its best: a sweep costs O(E W), not "
-                       "O(E L); 5 scored as well as 9 at 20 % less CPU."),
-    "max_em_iterations": (50, "pages still moving after 15 iterations oscillate; 50 cost 3x the time for "
-                              "the same FM."),
-    "kl_tolerance": (1e-4, "the KL wanders at 1e-4..1e-3 while theta settles; 1e-3 stopped earlier with "
-                           "more matches."),
-    "label_tolerance": (0.0, "not in the paper: EM also stops when almost no sample changes its line."),
-    "final_labelling": ("paper", "the paper's rule lost 2-9 % of every AHTE line (strokes crossing the gap)."),
+    "line_prior_clip": PaperValue(0.0, "Algorithm 2 (no bound on theta)",
+                                  "bounds theta_l so that a line with no mass cannot push it to "
+                                  "infinity."),
+    "prior_scope": PaperValue("page", "eq. pline: pi_l = (1/N) sum_v p_v",
+                              "per region, a one-word region keeps its line under epsilon."),
+    "theta_limit": PaperValue(0.0, "Algorithm 2 (no bound on theta)",
+                              "moments the unary cannot reach send theta to infinity."),
+    "theta_edge_sample": PaperValue(0, "Algorithm 2: sum over all u",
+                                    "a fixed sample of 40k edges gives the moments to a fraction of a "
+                                    "percent at a third of the cost."),
+    "regression": PaperValue("paper", "eq. update1",
+                             "eq. update1 fits y on x; pages and regions at an angle need the principal "
+                             "axis."),
+    "sigma_t_floor": PaperValue(0.01, "eq. update1 (no floor; 0.01 is the smallest allowed)",
+                                "variance floors keep a line fitted to one word from collapsing."),
+    "sigma_s_floor": PaperValue(0.01, "eq. update1 (no floor; 0.01 is the smallest allowed)",
+                                "as sigma_t_floor."),
+    "candidate_nats": PaperValue(1e4, "Algorithm 2 (every line; 1e4 nats: no floor in practice)",
+                                 "lines 30 nats below a sample's best carry no information; the floor "
+                                 "keeps messages finite."),
+    "label_window": PaperValue(0, "Algorithm 2: sum over every label h_v",
+                               "each sample sees 5 consecutive lines around its best: a sweep costs "
+                               "O(E W), not O(E L); 5 scored as well as 9 at 20 % less CPU."),
+    "max_em_iterations": PaperValue(50, "§5.1: maximum number of iterations 50",
+                                    "pages still moving after 15 iterations oscillate; 50 cost 3x the "
+                                    "time for the same FM."),
+    "kl_tolerance": PaperValue(1e-4, "§5.1: KLD criterion K = 1e-4",
+                               "the KL wanders at 1e-4..1e-3 while theta settles; 1e-3 stopped earlier "
+                               "with more matches."),
+    "label_tolerance": PaperValue(0.0, "§5.1 (the KL criterion only)",
+                                  "EM also stops when almost no sample changes its line."),
+    "final_labelling": PaperValue("paper", "§4.2 final labeling",
+                                  "the paper's rule lost 2-9 % of every AHTE line (strokes crossing the "
+                                  "gap)."),
 }

@@ -132,6 +132,33 @@ def test_learn_moments_subcommand(capsys, tmp_path) -> None:
     assert "moments" in json.loads((tmp_path / "m.json").read_text())
 
 
+def test_paper_preset_with_moments_learnt_from_ground_truth(capsys, tmp_path) -> None:
+    """The paper's procedure: 'learn-moments --preset paper' counts the edges with the preset's
+    sampling and regions (recorded in the output), and '--preset paper --moments FILE' runs with
+    what it learnt; '--set' still overrides; a bad moments file is a usage error naming it."""
+    from synthetic import make_page
+
+    page = make_page("straight", seed=1, scale=0.6)
+    Image.fromarray(page.labels.astype(np.uint16)).save(tmp_path / "s.png")
+    code, out, err = run(capsys, "learn-moments", tmp_path / "s.png", "--preset", "paper",
+                         "--json", tmp_path / "m.json")
+    assert code == 0, err
+    learnt = json.loads(out)
+    assert learnt["learnt_with"]["preset"] == "paper" and learnt["learnt_with"]["min_region_samples"] == 1
+    moments = tuple(json.loads((tmp_path / "m.json").read_text())["moments"])
+    assert moments == pytest.approx(learnt["moments"]) and moments != Parameters.preset("paper").moments
+    code, out, _ = run(capsys, "params", "--preset", "paper", "--moments", tmp_path / "m.json")
+    assert code == 0
+    assert Parameters.from_json(out) == Parameters.preset("paper").replace(moments=moments)
+    code, out, _ = run(capsys, "params", "--preset", "paper", "--moments", tmp_path / "m.json",
+                       "--set", "moments=[0.9,0.08,0.02]")
+    assert code == 0 and Parameters.from_json(out).moments == (0.9, 0.08, 0.02)
+    (tmp_path / "bad.json").write_text('{"moments": [0.5, 0.5]}')
+    for bad in ("bad.json", "missing.json"):
+        code, _, err = run(capsys, "params", "--moments", tmp_path / bad)
+        assert code == 2 and bad in one_error_line(err)
+
+
 def test_evaluate_prints_table_and_csv(capsys, tmp_path, fake_engine) -> None:
     from synthetic import make_page
 

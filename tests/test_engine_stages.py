@@ -11,6 +11,7 @@ from dataclasses import replace
 import cv2
 import numpy as np
 import pytest
+from scipy import ndimage
 from scipy.spatial import ConvexHull, Delaunay
 from synthetic import make_page
 
@@ -337,15 +338,19 @@ def test_best_orientation_straight_is_zero():
     assert abs(math.degrees(main.phi)) <= 1.0
 
 
+@pytest.mark.parametrize("sizes", [(0.0, 0.0), (1 / 3, 10.0)], ids=["opencv", "paper"])
 @pytest.mark.parametrize("deg", [-40.0, -7.5, 0.0, 2.5, 25.0])
-def test_across_profile_matches_the_filtered_raster(deg):
+def test_across_profile_matches_the_filtered_raster(deg, sizes):
     """The orientation score's profile computed from the ink cells (across_profile) gives the
     sharpness of the resampled and filtered raster (row sums of _smooth(_region_raster)) within
     1 %: the search scores what the filter bank sees, without resampling every angle. The
-    reference raster keeps the fine grid along the text too (a coarse one subsamples the ink)."""
+    reference raster keeps the fine grid along the text too (a coarse one subsamples the ink).
+    Also with the paper's kernel sizes (H = 1/3 H_cc, W = 10 W_cc), and best_orientation's
+    sharpness score is that sharpness."""
     page = make_page("straight", seed=2, scale=0.6)
     prep = prepare(page.image, Parameters())
-    stats, params = prep.stats, prep.params
+    stats = prep.stats
+    params = prep.params.replace(filter_size_across=sizes[0], filter_size_along=sizes[1])
     region = max(prep.regions, key=lambda r: r.n_samples)
     keep = np.zeros(int(prep.components.max()) + 1, bool)
     keep[1:] = True
@@ -353,17 +358,104 @@ def test_across_profile_matches_the_filtered_raster(deg):
     scale_u = initial_lines.along_scale(stats, params, scale)
     sig_across = params.filter_sigma_across * stats.h_cc * scale
     sig_along = params.filter_sigma_along * stats.w_cc * scale_u
+    size_across, size_along = initial_lines.bank_kernels(stats, params, scale, scale_u)
+    if sizes[0]:
+        assert (size_across, size_along) == (int(round(stats.h_cc * scale / 3)) | 1,
+                                             int(round(10 * stats.w_cc * scale_u)) | 1)
     small = initial_lines.region_mask(prep.components, keep, region.bbox, scale)
     raster, _ = initial_lines._region_raster(small, math.radians(deg), region.bbox, scale, scale)
+    fine_along = initial_lines.kernel_cells(sizes[1] * stats.w_cc * scale)
     expected = initial_lines.profile_sharpness(
-        initial_lines._smooth(raster, sig_across, sig_along * scale / scale_u))
+        initial_lines._smooth(raster, sig_across, sig_along * scale / scale_u, size_across, fine_along))
     cells = initial_lines.ink_cells(small, region.bbox, max(1, int(scale / scale_u)))
-    profile = initial_lines.across_profile(cells, math.radians(deg), region.bbox, scale, scale_u, sig_along)
+    profile = initial_lines.across_profile(cells, math.radians(deg), region.bbox, scale, scale_u, sig_along,
+                                           size_along)
     assert len(profile) == raster.shape[0]
     # The profile is blurred across the text as the raster was (the bank's Gaussian).
-    blurred = cv2.GaussianBlur(profile.astype(np.float32)[:, None], (0, 0), sigmaX=0.3,
+    blurred = cv2.GaussianBlur(profile.astype(np.float32)[:, None], (1, size_across), sigmaX=0.3,
                                sigmaY=max(sig_across, 0.3), borderType=cv2.BORDER_CONSTANT)
     assert initial_lines.profile_sharpness(blurred) == pytest.approx(expected, rel=0.01)
+    assert initial_lines.profile_sharpness(initial_lines.across_blur(profile, sig_across, size_across)[:, None]
+                                           ) == pytest.approx(expected, rel=0.01)
+
+
+@pytest.mark.parametrize("sizes", [(0.0, 0.0), (1 / 3, 10.0)], ids=["opencv", "paper"])
+def test_sharpness_score_is_that_of_the_filtered_projection(monkeypatch, sizes) -> None:
+    """best_orientation's "sharpness" score (the paper's) takes the projection profile of the
+    filtered image: the along-text profile blurred across by the bank's Gaussian of its size."""
+    page = make_page("skewed", seed=1, scale=0.6)
+    params = Parameters(orientation_score="sharpness", steep_regions=False, filter_size_across=sizes[0],
+                        filter_size_along=sizes[1])
+    prep = prepare(page.image, params)
+    stats = prep.stats
+    region = max(prep.regions, key=lambda r: r.n_samples)
+    keep = np.zeros(int(prep.components.max()) + 1, bool)
+    keep[1:] = True
+    scale = min(1.0, initial_lines._TARGET_HCC / stats.h_cc)
+    scale_u = initial_lines.along_scale(stats, params, scale)
+    small = initial_lines.region_mask(prep.components, keep, region.bbox, scale)
+    profiles, scored = [], []
+    across_profile, sharpness = initial_lines.across_profile, initial_lines.profile_sharpness
+    monkeypatch.setattr(initial_lines, "across_profile",
+                        lambda *a: profiles.append(across_profile(*a)) or profiles[-1])
+    monkeypatch.setattr(initial_lines, "profile_sharpness", lambda f: scored.append(f) or sharpness(f))
+    initial_lines.best_orientation(small, region.bbox, stats, params)
+    assert len(profiles) == len(scored) > 10
+    sig_across = params.filter_sigma_across * stats.h_cc * scale
+    size_across = initial_lines.bank_kernels(stats, params, scale, scale_u)[0]
+    for profile, got in zip(profiles, scored, strict=True):
+        want = cv2.GaussianBlur(profile.astype(np.float32)[:, None], (1, size_across), sigmaX=0.3,
+                                sigmaY=sig_across, borderType=cv2.BORDER_CONSTANT)
+        np.testing.assert_allclose(got[:, 0], want[:, 0], rtol=1e-5, atol=1e-6)
+
+
+def test_the_banks_kernel_is_the_sized_gaussian() -> None:
+    """_smooth with kernel sizes (the paper's W x H) is the separable convolution with the
+    Gaussian of its sigma cut to that many cells and renormalised (zero outside the raster);
+    size 0 is OpenCV's own, 8 sigma + 1 cells. kernel_cells rounds to the nearest odd size."""
+    assert [initial_lines.kernel_cells(s) for s in (0.0, 0.4, 2.67, 3.2, 20.0, 21.4)] == [0, 1, 3, 3, 21, 21]
+    rng = np.random.default_rng(4)
+    raster = (rng.random((40, 90)) < 0.2).astype(np.float32)
+    sig_across, sig_along = 2.7, 6.5
+
+    def gaussian(sigma: float, size: int) -> np.ndarray:
+        x = np.arange(size) - size // 2
+        k = np.exp(-x**2 / (2 * sigma**2))
+        return k / k.sum()
+
+    for size_across, size_along in ((3, 21), (0, 0)):
+        ka = gaussian(sig_across, size_across or int(round(8 * sig_across + 1)) | 1)
+        kl = gaussian(sig_along, size_along or int(round(8 * sig_along + 1)) | 1)
+        expected = ndimage.convolve1d(ndimage.convolve1d(raster.astype(np.float64), kl, axis=1, mode="constant"),
+                                      ka, axis=0, mode="constant")
+        got = initial_lines._smooth(raster, sig_across, sig_along, size_across, size_along)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    paper = Parameters.preset("paper")
+    stats = ComponentStats(h_cc=24.0, w_cc=15.0, n_components=10)
+    assert initial_lines.bank_kernels(stats, paper, 1 / 3, 0.1) == (3, 15)
+    assert initial_lines.bank_kernels(stats, Parameters(), 1 / 3, 0.1) == (0, 0)
+
+
+def test_paper_blobs_are_filtered_with_the_papers_kernel() -> None:
+    """The blobs of stage 6 under the paper preset come from the raster filtered with the
+    paper's kernel sizes, not OpenCV's (the filtered image equals _smooth with bank_kernels)."""
+    page = make_page("straight", seed=2, scale=0.6)
+    paper = Parameters.preset("paper")
+    prep = prepare(page.image, paper)
+    stats = prep.stats
+    region = max(prep.regions, key=lambda r: r.n_samples)
+    keep = np.zeros(int(prep.components.max()) + 1, bool)
+    keep[1:] = True
+    scale = min(1.0, initial_lines._TARGET_HCC / stats.h_cc)
+    scale_u = initial_lines.blob_scale_u(stats, scale)
+    small = initial_lines.region_mask(prep.components, keep, region.bbox, scale)
+    raster, _ = initial_lines._region_raster(small, region.phi, region.bbox, scale, scale_u)
+    filtered = initial_lines._filtered_blobs(raster, stats, paper, scale, scale_u)[0]
+    sizes = initial_lines.bank_kernels(stats, paper, scale, scale_u)
+    assert sizes[0] > 0 and sizes[1] > 0
+    sig = (paper.filter_sigma_across * stats.h_cc * scale, paper.filter_sigma_along * stats.w_cc * scale_u)
+    np.testing.assert_array_equal(filtered, initial_lines._smooth(raster, *sig, *sizes))
+    assert np.abs(filtered - initial_lines._smooth(raster, *sig)).max() > 1e-3
 
 
 # --------------------------------------------------------------------------- regression
