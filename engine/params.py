@@ -243,6 +243,13 @@ class Parameters:
     #: (0 = all edges, as printed): the means are within a fraction of a percent at a third of
     #: the cost per sweep on a page of 140k edges.
     theta_edge_sample: int = 40_000
+    #: The interline space S_l of the unary's plateau (r S_l) is measured only to lines that
+    #: share an MRF edge with line l (engine.blocks.linked_lines): lines of one block, never
+    #: of another block at the same angle that the region joins through a third (moc_train_16:
+    #: a paragraph's last line found its "next line" 2800 px below, S_l = 1433 px, and its
+    #: plateau took the six rows above it). Not in the paper, which counts any line above and
+    #: below (Koo & Cho's interline space).
+    linked_neighbours: bool = True
     #: M-step form: "rotation_invariant" (principal axis) or "paper" (eq. update1).
     regression: str = "rotation_invariant"
     #: Variance floors: sigma_t >= sigma_t_floor x H_cc, sigma_s >= sigma_s_floor x W_cc.
@@ -336,7 +343,7 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height"):
+                     "overlap_valleys", "pitch_line_height", "linked_neighbours"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -431,6 +438,8 @@ PREPARATION_FIELDS = frozenset({
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
+    # EM's first step (merge_initial_lines) reads it.
+    "linked_neighbours",
 })
 
 
@@ -472,6 +481,8 @@ PAPER: dict[str, tuple[Any, str]] = {
     "theta_limit": (0.0, "moments the unary cannot reach send theta to infinity."),
     "theta_edge_sample": (0, "a fixed sample of 40k edges gives the moments to a fraction of a percent "
                              "at a third of the cost."),
+    "linked_neighbours": (False, "not in the paper: a line's interline space counted a line of another "
+                                 "block beyond a blank gap, and its plateau swallowed the rows beside it."),
     "regression": ("paper", "eq. update1 fits y on x; pages and regions at an angle need the principal axis."),
     "sigma_t_floor": (0.01, "variance floors keep a line fitted to one word from collapsing (0.01 is the "
                             "smallest allowed, the paper has none)."),
