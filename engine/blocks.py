@@ -17,6 +17,13 @@ own row pitch (:mod:`engine.initial_lines`). This module holds what the MRF adds
   are the lines whose samples share an MRF edge with its own samples
   (:func:`linked_lines`), and ``S_l`` is measured to those only
   (``Parameters.linked_neighbours``; the paper: any line above and below).
+- **A block's boundary follows its lines.** The cut between blocks written at different
+  angles comes from windows of 8 text heights (:func:`engine.regions.orientation_parts`):
+  near a junction such a window sees mostly the larger block, and the corner of a side note
+  went with the main text, whose last line then bent to reach it (a line across the
+  boundary). Once each block has its lines, a word at the boundary goes to the block whose
+  lines pass through it (:func:`refine_boundaries`): the lines know the blocks' rows, the
+  windows only their angles (``Parameters.block_boundaries``).
 - **Block outlines, angles and pitches for the window and the JSON output**
   (:func:`block_summary`).
 """
@@ -28,7 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from .model import Preparation
+from .graph import triangle_edges
+from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
+from .params import Parameters
+from .unary import across_distance
 
 
 def linked_lines(edges: np.ndarray, labels: np.ndarray, n_lines: int) -> np.ndarray:
@@ -66,3 +76,115 @@ def block_summary(prep: Preparation) -> list[dict[str, Any]]:
                     "samples": int(region.n_samples), "bbox": [int(v) for v in region.bbox],
                     "outline": np.round(hull, 1).tolist()})
     return out
+
+
+#: A boundary word moves to the neighbouring block when that block's lines pass at least
+#: this many times closer to it (median distance across its samples' nearest line) than its
+#: own block's lines do.
+CLOSER = 2.0
+#: Rounds of moves (a word that moved makes the next word of its row a boundary word).
+_ROUNDS = 8
+
+
+def kept_edges(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats, params: Parameters
+               ) -> np.ndarray:
+    """The Delaunay edges of the triangles stage 5 keeps ``(E, 2)`` (longest side at most
+    ``region_threshold`` x H_cc): the edges that join samples of one text mass."""
+    if len(triangles) == 0:
+        return np.zeros((0, 2), np.int32)
+    p = samples[triangles]
+    sides = np.linalg.norm(p - np.roll(p, -1, axis=1), axis=2)
+    limit = params.region_threshold * max(stats.h_cc, 1.0)
+    return triangle_edges(triangles[sides.max(axis=1) <= limit])
+
+
+def _row_distance(xy: np.ndarray, lines: LineSet, phi: float, reach: float) -> np.ndarray:
+    """Distance ``(n,)`` across the nearest of ``lines`` (one region's, frame angle ``phi``)
+    of each point, among the lines whose extent (centre +- 2 sigma_s, plus ``reach`` along)
+    covers it; inf where none does."""
+    if len(lines) == 0:
+        return np.full(len(xy), np.inf)
+    uv = to_region_frame(xy, phi)
+    across = np.abs(across_distance(uv, lines))
+    along = np.abs(lines.along(uv) - lines.c)
+    across[along > 2.0 * lines.sigma_s + reach] = np.inf
+    return across.min(axis=1)
+
+
+def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_region: np.ndarray,
+                      edges: np.ndarray, small: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
+                      stats: ComponentStats, params: Parameters) -> np.ndarray | None:
+    """Each sample's region ``(N,)`` after moving boundary words to the block whose lines
+    pass through them, or None when nothing moves.
+
+    ``edges`` are the kept Delaunay edges (:func:`kept_edges`): two regions they join are
+    blocks that touch. A word (a component taller than a diacritic, ``small`` marks the
+    samples of the others) of region A with an edge to region B moves to B when B's lines
+    pass ``CLOSER`` times closer to it than A's (the median over its samples of the distance
+    across the nearest line whose extent, lengthened by ``merge_gap`` x W_cc, covers the
+    sample). The lines are the initial lines fitted before the move: the word was part of
+    A's ink, and still B's lines, fitted without it, run through it. Diacritics and dots
+    follow the word their samples are joined to most."""
+    n_regions = len(regions)
+    if n_regions < 2 or len(edges) == 0 or len(lines) == 0:
+        return None
+    region = sample_region.astype(np.int64).copy()
+    reach = params.merge_gap * stats.w_cc
+    n_comp = int(sample_component.max()) + 1
+    big = ~small
+    # Distances to each region's lines, computed once per (region, sample) pair on demand.
+    cache: dict[int, np.ndarray] = {}
+
+    def distance(r: int) -> np.ndarray:
+        if r not in cache:
+            own = lines.take(np.flatnonzero(lines.region == r))
+            cache[r] = _row_distance(samples, own, regions[r].phi, reach)
+        return cache[r]
+
+    order = np.argsort(sample_component, kind="stable")
+    starts = np.searchsorted(sample_component[order], np.arange(n_comp + 1))
+    moved_any = False
+    for _ in range(_ROUNDS):
+        a, b = region[edges[:, 0]], region[edges[:, 1]]
+        cross = a != b
+        if not cross.any():
+            break
+        # Candidate moves: (component, target region) for words touching another block.
+        ends = np.concatenate([edges[cross], edges[cross][:, ::-1]])
+        comp = sample_component[ends[:, 0]]
+        target = region[ends[:, 1]]
+        keep = big[ends[:, 0]]
+        pairs = np.unique(comp[keep].astype(np.int64) * n_regions + target[keep])
+        moves: list[tuple[np.ndarray, int]] = []
+        for key in pairs:
+            c, t = int(key // n_regions), int(key % n_regions)
+            members = order[starts[c]:starts[c + 1]]
+            own = int(np.bincount(region[members]).argmax())
+            if own == t:
+                continue
+            d_own = float(np.median(distance(own)[members]))
+            d_new = float(np.median(distance(t)[members]))
+            if np.isfinite(d_new) and d_new * CLOSER < d_own:
+                moves.append((members, t))
+        if not moves:
+            break
+        for members, t in moves:
+            region[members] = t
+        moved_any = True
+    if not moved_any:
+        return None
+    # Diacritics and dots follow the region their samples are joined to most (edges to other
+    # components: a dot's own edges would vote for where it already is).
+    e = np.concatenate([edges, edges[:, ::-1]])
+    e = e[sample_component[e[:, 0]] != sample_component[e[:, 1]]]
+    e = e[small[e[:, 0]]]
+    if len(e):
+        vote = np.zeros((n_comp, n_regions))
+        np.add.at(vote, (sample_component[e[:, 0]], region[e[:, 1]]), 1.0)
+        joined = vote.sum(axis=1) > 0
+        follow = small & joined[sample_component]
+        region = np.where(follow, vote.argmax(axis=1)[sample_component], region)
+    # Regions numbered 0..R-1 in raster order of their first sample, as stage 5 numbers them.
+    _, first, inverse = np.unique(region, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))
+    return rank[inverse].astype(np.int32)

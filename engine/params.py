@@ -144,6 +144,12 @@ class Parameters:
     #: text angle changes (engine.regions). moc-train FM 17.3 -> 23.7 %, line IU 20.4 -> 32.8 %,
     #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged.
     steep_regions: bool = True
+    #: After the initial lines, a word at the junction of two touching blocks (regions) goes
+    #: to the block whose lines pass at least twice as close to it as its own block's
+    #: (engine.blocks.refine_boundaries), and the blocks' lines are fitted again: the cut
+    #: between blocks at different angles comes from windows of 8 text heights, and near a
+    #: junction it gave a side note's corner to the main text. Not in the paper.
+    block_boundaries: bool = True
     #: Blobs are the filtered response above this fraction of its Otsu level (1 = Otsu).
     blob_threshold: float = 1.0
     #: Short lines (a paragraph's last words) respond under the blob level. Going down from it
@@ -343,7 +349,7 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height", "linked_neighbours"):
+                     "overlap_valleys", "pitch_line_height", "linked_neighbours", "block_boundaries"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -439,7 +445,7 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours",
+    "linked_neighbours", "block_boundaries",
 })
 
 
@@ -481,6 +487,8 @@ PAPER: dict[str, tuple[Any, str]] = {
     "theta_limit": (0.0, "moments the unary cannot reach send theta to infinity."),
     "theta_edge_sample": (0, "a fixed sample of 40k edges gives the moments to a fraction of a percent "
                              "at a third of the cost."),
+    "block_boundaries": (False, "not in the paper: a side note's corner stayed with the main text, whose "
+                                "line bent across the boundary to reach it."),
     "linked_neighbours": (False, "not in the paper: a line's interline space counted a line of another "
                                  "block beyond a blank gap, and its plateau swallowed the rows beside it."),
     "regression": ("paper", "eq. update1 fits y on x; pages and regions at an angle need the principal axis."),

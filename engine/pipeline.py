@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from . import blocks as _blocks
 from . import components as _components
 from . import em as _em
 from . import graph as _graph
@@ -97,6 +98,16 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     small = heights[sample_component] < params.diacritic_height * stats.h_cc
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
                                             stats, params, small)
+    if params.block_boundaries and len(regions) > 1:
+        # Words at the junction of two blocks go to the block whose lines run through them.
+        kept = _blocks.kept_edges(samples, triangles, stats, params)
+        refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
+                                            lines, regions, stats, params)
+        if refined is not None:
+            sample_region = refined
+            edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
+            lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
+                                                    stats, params, small)
     tick("initial_lines")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,

@@ -65,10 +65,10 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
         split = _components(edges[cut], n)
         if split.max() > label.max():
             split = _merge_small(samples, split, params.min_region_samples)
-            # Without multi_oriented a part must also show longer lines at its own angle (as
-            # a steep region must in initial_lines.best_orientation).
+            import os
+            el = None if (params.multi_oriented or os.environ.get('I26_NOEL')) else (stats, params)
             label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
-                                        None if params.multi_oriented else (stats, params), in_block)
+                                        el, in_block)
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
