@@ -54,10 +54,23 @@ def linked_lines(edges: np.ndarray, labels: np.ndarray, n_lines: int) -> np.ndar
     return linked
 
 
+def block_pitch(lines: LineSet, h_cc: float) -> float:
+    """Row pitch (pixels) of one block's ``lines``: the median interline space of its lines
+    (:func:`engine.unary.interline_space`, fragments of one row closer than half a text
+    height left out); NaN for a block of one line."""
+    from .unary import interline_space
+
+    if len(lines) < 2:
+        return float("nan")
+    space = interline_space(lines, default=np.nan, min_gap=0.5 * h_cc)
+    return float(np.nanmedian(space)) if np.isfinite(space).any() else float("nan")
+
+
 def block_summary(prep: Preparation) -> list[dict[str, Any]]:
     """Each region (block) of the preparation, for the JSON output and the window: index,
     frame angle (degrees, the text direction measured clockwise from the x axis, y down),
-    samples, bounding box and outline (the convex hull of its samples, (x, y) pixels)."""
+    row pitch of its initial lines (pixels, None for one line), samples, initial lines,
+    bounding box and outline (the convex hull of its samples, (x, y) pixels)."""
     from scipy.spatial import ConvexHull, QhullError
 
     out = []
@@ -72,9 +85,12 @@ def block_summary(prep: Preparation) -> list[dict[str, Any]]:
         if hull is None:
             x0, y0, x1, y1 = region.bbox
             hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], float)
+        own = prep.initial_lines.take(np.flatnonzero(prep.initial_lines.region == region.index))
+        pitch = block_pitch(own, prep.stats.h_cc)
         out.append({"index": int(region.index), "angle": round(math.degrees(region.phi), 2),
-                    "samples": int(region.n_samples), "bbox": [int(v) for v in region.bbox],
-                    "outline": np.round(hull, 1).tolist()})
+                    "pitch": round(pitch, 1) if np.isfinite(pitch) else None,
+                    "samples": int(region.n_samples), "lines": len(own),
+                    "bbox": [int(v) for v in region.bbox], "outline": np.round(hull, 1).tolist()})
     return out
 
 

@@ -126,7 +126,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
 def preparation_summary(prep: Preparation) -> dict[str, Any]:
     """What stage 1-2 found on the page, for the JSON output and the window: the text scale
     (``h_cc``, ``w_cc``, pixels), the page area (its share of the image and its outlines, (x, y)
-    pixel polygons), and the pixels kept out of the ink as not text, as faint and as specks."""
+    pixel polygons), the pixels kept out of the ink as not text, as faint and as specks, and
+    the blocks (regions: outline, angle, row pitch; :func:`engine.blocks.block_summary`)."""
     h, w = prep.shape
     out: dict[str, Any] = {"h_cc": float(prep.stats.h_cc), "w_cc": float(prep.stats.w_cc),
                            "ink_pixels": int(np.count_nonzero(prep.ink))}
@@ -140,6 +141,7 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         out["faint_pixels"] = int(np.count_nonzero(prep.faint))
     if prep.specks is not None and prep.specks.shape == (h, w):
         out["speck_pixels"] = int(np.count_nonzero(prep.specks))
+    out["blocks"] = _blocks.block_summary(prep)
     return out
 
 
