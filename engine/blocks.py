@@ -200,7 +200,43 @@ def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_
         joined = vote.sum(axis=1) > 0
         follow = small & joined[sample_component]
         region = np.where(follow, vote.argmax(axis=1)[sample_component], region)
-    # Regions numbered 0..R-1 in raster order of their first sample, as stage 5 numbers them.
-    _, first, inverse = np.unique(region, return_index=True, return_inverse=True)
+    return region.astype(np.int32)
+
+
+def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,
+                 regions: tuple[Region, ...], fit) -> tuple[np.ndarray, LineSet, tuple[Region, ...]]:
+    """After :func:`refine_boundaries`: the regions renumbered 0..R-1 in raster order of their
+    first sample (as stage 5 numbers them; a block may have lost every sample), and the
+    initial lines and regions with those of the blocks whose samples changed fitted again by
+    ``fit(sample_region, only, phis)`` (:func:`engine.initial_lines.initial_lines` with the
+    page's other arguments bound). A changed block keeps its frame angle: a few words at its
+    boundary moved, its lines did not turn."""
+    _, first, inverse = np.unique(refined, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
-    return rank[inverse].astype(np.int32)
+    new_region = rank[inverse].astype(np.int32)
+    n_new = int(new_region.max()) + 1
+    # Each new block's old region: the one that held most of its samples; a block whose
+    # samples are exactly an old region's is unchanged.
+    n_old = int(sample_region.max()) + 1
+    overlap = np.bincount(new_region.astype(np.int64) * n_old + sample_region, minlength=n_new * n_old)
+    old_of_new = overlap.reshape(n_new, n_old).argmax(axis=1)
+    changed = [k for k in range(n_new)
+               if not np.array_equal(new_region == k, sample_region == old_of_new[k])]
+    phis = {k: regions[int(old_of_new[k])].phi for k in changed}
+    new_lines, new_regions = fit(new_region, np.array(changed, np.int64), phis)
+    parts, out_regions = [], []
+    by_index = {reg.index: reg for reg in new_regions}
+    from .initial_lines import concat_lines
+
+    for k in range(n_new):
+        if k in by_index:
+            parts.append(new_lines.take(np.flatnonzero(new_lines.region == k)))
+            out_regions.append(by_index[k])
+        else:
+            old = int(old_of_new[k])
+            own = lines.take(np.flatnonzero(lines.region == old))
+            parts.append(LineSet(own.a, own.b, own.c, own.sigma_t, own.sigma_s, own.prior,
+                                 np.full(len(own), k, np.int32), own.phi, own.rotation_invariant))
+            reg = regions[old]
+            out_regions.append(Region(index=k, phi=reg.phi, bbox=reg.bbox, n_samples=reg.n_samples))
+    return new_region, concat_lines(parts, lines.rotation_invariant), tuple(out_regions)

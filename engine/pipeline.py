@@ -92,22 +92,25 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     axes = (_regions.component_axes(samples, sample_component)
             if len(samples) and not page.bilevel and (params.steep_regions or params.multi_oriented)
             else None)
-    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes)
+    block_angles: dict[int, float] = {}
+    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles)
     tick("regions")
     say("initial lines")
     small = heights[sample_component] < params.diacritic_height * stats.h_cc
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
-                                            stats, params, small)
+                                            stats, params, small, block_angles=block_angles)
     if params.block_boundaries and len(regions) > 1:
         # Words at the junction of two blocks go to the block whose lines run through them.
         kept = _blocks.kept_edges(samples, triangles, stats, params)
         refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
                                             lines, regions, stats, params)
         if refined is not None:
-            sample_region = refined
+            def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
+                return _initial.initial_lines(components, samples, sample_component, region, stats, params,
+                                              small, only, phis)
+
+            sample_region, lines, regions = _blocks.refit_blocks(sample_region, refined, lines, regions, fit)
             edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
-            lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
-                                                    stats, params, small)
     tick("initial_lines")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
