@@ -138,11 +138,11 @@ class Parameters:
     #: Search every orientation (-90...90) per region: for multi-oriented pages.
     multi_oriented: bool = False
     #: Without multi_oriented, a region may still take an angle outside orientation_min...max
-    #: (steep or vertical side notes) when its lines show better there on two counts: line
-    #: contrast and blobs longer along the text, and not when the range's best already shows
-    #: long blobs (engine.initial_lines.best_orientation); a region is also cut where its local
+    #: (steep or vertical side notes) when its lines show better there (line contrast over the
+    #: half-turn, engine.initial_lines.best_orientation); a region is also cut where its local
     #: text angle changes (engine.regions). moc-train FM 17.3 -> 23.7 %, line IU 20.4 -> 32.8 %,
-    #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged.
+    #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged (with a second
+    #: test, blobs longer along the text, since dropped: issue 26, docs/history.md).
     steep_regions: bool = True
     #: After the initial lines, a word at the junction of two touching blocks (regions) goes
     #: to the block whose lines pass at least twice as close to it as its own block's
