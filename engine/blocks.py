@@ -203,6 +203,54 @@ def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_
     return region.astype(np.int32)
 
 
+def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions: tuple[Region, ...],
+                          max_gap: float, small: int = 0, small_gap: float = 0.0) -> np.ndarray | None:
+    """Each sample's region ``(N,)`` with touching blocks whose frames lie within ``max_gap``
+    degrees of each other joined into one (the largest's number), or None when none do; a
+    block of fewer than ``small`` samples also joins a touching block within ``small_gap``
+    degrees (a few words' angle is reliable only far from their neighbour's, as
+    engine.regions.keep_distinct_parts asks of the parts it keeps: ahte moc_test_1, 409
+    samples of two main-text rows framed at 28 deg against the main text's -1 deg).
+
+    Touching blocks come from the orientation split (stage 5 cuts a region where its local
+    text angle changes by more than ``engine.regions.SPLIT_ANGLE``); a part split off on its
+    local angles whose own frame then lands at its neighbour's angle is the same block (ahte
+    moc_train_18: a part of the main text whose line ends rise by 20-40 deg split off, and
+    its frame search put it back at -1 deg, the main text's: lines cut in two at the seam).
+    ``edges``: the kept Delaunay edges (:func:`kept_edges`)."""
+    n = len(regions)
+    if n < 2 or len(edges) == 0:
+        return None
+    a, b = sample_region[edges[:, 0]], sample_region[edges[:, 1]]
+    cross = a != b
+    if not cross.any():
+        return None
+    pairs = np.unique(np.sort(np.stack([a[cross], b[cross]], axis=1), axis=1), axis=0)
+    phi = np.degrees([r.phi for r in regions])
+    size = np.array([r.n_samples for r in regions])
+    root = np.arange(n)
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = int(root[x])
+        return x
+
+    joined = False
+    for i, j in pairs:  # a few pairs per page
+        gap = abs((phi[i] - phi[j] + 90.0) % 180.0 - 90.0)
+        if gap <= max_gap or (min(regions[i].n_samples, regions[j].n_samples) < small and gap <= small_gap):
+            ri, rj = find(int(i)), find(int(j))
+            if ri != rj:
+                big, other = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
+                root[other] = big
+                size[big] += size[other]
+                joined = True
+    if not joined:
+        return None
+    return np.array([find(r) for r in range(n)])[sample_region].astype(np.int32)
+
+
 def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,
                  regions: tuple[Region, ...], fit) -> tuple[np.ndarray, LineSet, tuple[Region, ...]]:
     """After :func:`refine_boundaries`: the regions renumbered 0..R-1 in raster order of their

@@ -100,17 +100,23 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
                                             stats, params, small, block_angles=block_angles)
     if params.block_boundaries and len(regions) > 1:
-        # Words at the junction of two blocks go to the block whose lines run through them.
+        def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
+            return _initial.initial_lines(components, samples, sample_component, region, stats, params,
+                                          small, only, phis)
+
         kept = _blocks.kept_edges(samples, triangles, stats, params)
+        # Touching blocks whose frames came out at one angle are one block; then words at the
+        # junction of two blocks go to the block whose lines run through them.
+        joined = _blocks.merge_parallel_blocks(sample_region, kept, regions, _regions.SPLIT_ANGLE,
+                                               _regions.BLOCK_SAMPLES * params.min_region_samples,
+                                               _regions._FAR_ANGLE)
+        if joined is not None:
+            sample_region, lines, regions = _blocks.refit_blocks(sample_region, joined, lines, regions, fit)
         refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
                                             lines, regions, stats, params)
         if refined is not None:
-            def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
-                return _initial.initial_lines(components, samples, sample_component, region, stats, params,
-                                              small, only, phis)
-
             sample_region, lines, regions = _blocks.refit_blocks(sample_region, refined, lines, regions, fit)
-            edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
+        edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
     tick("initial_lines")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
