@@ -150,7 +150,8 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         out["faint_pixels"] = int(np.count_nonzero(prep.faint))
     if prep.specks is not None and prep.specks.shape == (h, w):
         out["speck_pixels"] = int(np.count_nonzero(prep.specks))
-    out["blocks"] = _blocks.block_summary(prep)
+    if getattr(prep, "regions", None) is not None and getattr(prep, "samples", None) is not None:
+        out["blocks"] = _blocks.block_summary(prep)
     return out
 
 
