@@ -127,3 +127,13 @@ def test_blocks_in_the_json_summary() -> None:
     assert note["pitch"] == pytest.approx(4.5 * 16.0, rel=0.15)  # the generator's pitch
     outline = np.array(note["outline"])
     assert outline.ndim == 2 and outline.shape[1] == 2 and len(outline) >= 3
+    # The window's annotation of each block (tlgui.geometry.prep_geometry): at the block,
+    # along its text direction, labelled with its angle and pitch.
+    from tlgui.geometry import prep_geometry
+
+    labels = prep_geometry(prep).block_labels
+    assert len(labels) == len(found)
+    x, y, dx, dy, text = min(labels, key=lambda b: abs(math.degrees(math.atan2(b[3], b[2])) - 45.0))
+    assert abs(math.degrees(math.atan2(dy, dx)) - 45.0) <= 3.0
+    assert text.startswith(f"{note['angle']:.0f}°") and "px" in text
+    assert outline[:, 0].min() <= x <= outline[:, 0].max() and outline[:, 1].min() <= y <= outline[:, 1].max()
