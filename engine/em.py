@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import message_passing as mp
+from .blocks import linked_lines
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
 from .regression import fit_from_moments, point_features
@@ -164,11 +165,29 @@ def _check_lines(prep: Preparation, lines: LineSet) -> None:
             raise ValueError(f"lines of region {r} are not in that region's frame")
 
 
-def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: float) -> list[np.ndarray]:
+def _links(st: _Region, sub: LineSet, params: Parameters, h_cc: float, start: bool) -> np.ndarray | None:
+    """Which of a region's lines are neighbours (:func:`engine.blocks.linked_lines`) under
+    ``params.linked_neighbours``: from each sample's most probable line, or at the ``start``
+    (no posterior yet) from its likeliest line under the unary without plateau and prior
+    (the plateau itself is what the links bound)."""
+    if not params.linked_neighbours or len(sub) == 0 or len(st.samples) == 0:
+        return None
+    if start:
+        u = log_unary_by_line(st.uv, sub, np.zeros(len(sub)), 0.0, form=params.unary_form, prior=False)
+        labels = u.argmax(axis=0)
+    else:
+        labels = st.offsets + st.posterior.argmax(axis=0)
+    ends = st.graph.owner[st.graph.pair]
+    return linked_lines(ends, labels, len(sub))
+
+
+def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: float,
+             start: bool = False) -> list[np.ndarray]:
     result = []
     for st in states:
         sub = lines.take(st.lines)
-        space = interline_space(sub, default=2.0 * h_cc, min_gap=0.5 * h_cc)
+        space = interline_space(sub, default=2.0 * h_cc, min_gap=0.5 * h_cc,
+                                linked=_links(st, sub, params, h_cc, start))
         u = log_unary_by_line(st.uv, sub, space, params.r, form=params.unary_form,
                               prior=params.prior_in_unary)  # (L, n)
         if u.shape[0] and u.shape[1]:
@@ -333,7 +352,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     moments = np.asarray(params.moments, dtype=np.float64)
     theta = np.zeros(3)
     h_cc = prep.stats.h_cc
-    unaries = _unaries(states, lines, params, h_cc)
+    unaries = _unaries(states, lines, params, h_cc, start=True)
     ll = _log_likelihood(unaries)
     for st, u in zip(states, _windowed(states, unaries), strict=True):
         if u.shape[0] and u.shape[1]:

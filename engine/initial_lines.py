@@ -52,10 +52,6 @@ _MIN_PITCH_PROMINENCE = 0.15
 # (AN_0008-3: 60 px for H_cc 60 px). Below half a text height the rows' own width keeps the
 # autocorrelation high without a trough, so there is no peak to take (0.3 gave the same).
 _MIN_PITCH_HCC = 0.5
-# Blob elongation (mean log(width / height)) at which the orientation range's best angle shows
-# lines (blobs ~7 x longer than tall): a steep angle is not considered then. Latin pages: 2.2-3.3;
-# moc-train regions rightly turned steep: -0.9-1.3 within the range.
-LINES_IN_RANGE = 2.0
 
 
 def _members(labels: np.ndarray, member: np.ndarray) -> np.ndarray:
@@ -145,24 +141,53 @@ def profile_sharpness(filtered: np.ndarray) -> float:
     return float((profile**2).sum() / (total * total)) if total > 0 else 0.0
 
 
-def ink_cells(small: np.ndarray, bbox: tuple[int, int, int, int], block: int = 1
+def ink_cells(small: np.ndarray, bbox: tuple[int, int, int, int], block: int = 1, axis: int = 1
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Page coordinates ``x, y`` and ink amount ``w`` ``(k,)`` of the non-empty cells of the
-    region's ink ``small`` (from :func:`region_mask`), with ``block`` cells along x merged
-    into one (the orientation score does not need them finer than its filter along the text)."""
+    region's ink ``small`` (from :func:`region_mask`), with ``block`` cells along x (``axis``
+    1) or y (``axis`` 0) merged into one (the orientation score does not need them finer than
+    its filter along the text; see :func:`merged_cells` for which way to merge)."""
     x0, y0, x1, y1 = bbox
     h, w = small.shape
     sx, sy = w / (x1 - x0), h / (y1 - y0)
-    if block > 1:
+    if block > 1 and axis == 1:
         small = cv2.resize(small, (max(1, -(-w // block)), h), interpolation=cv2.INTER_AREA)
+    elif block > 1:
+        small = cv2.resize(small, (w, max(1, -(-h // block))), interpolation=cv2.INTER_AREA)
     ys, xs = np.nonzero(small)
     weight = small[ys, xs].astype(np.float64)
     # Cell j of ``small`` stands for page x = x0 + j / sx (as _region_raster's warp reads it); a
     # merged cell for the middle of the cells it holds.
-    ratio = w / small.shape[1]
-    x = x0 + ((xs + 0.5) * ratio - 0.5) / sx
-    y = y0 + ys / sy
+    ratio_x, ratio_y = w / small.shape[1], h / small.shape[0]
+    x = x0 + ((xs + 0.5) * ratio_x - 0.5) / sx
+    y = y0 + ((ys + 0.5) * ratio_y - 0.5) / sy
     return x, y, weight
+
+
+#: Merged cells may spread the ink across the text by at most this many cells (the bank's
+#: Gaussian across is H_cc / 3 = 2.7 cells: a smear of 3 cells widens it by 6 %).
+_MAX_SMEAR_CELLS = 3.0
+
+
+def merged_cells(small: np.ndarray, bbox: tuple[int, int, int, int], deg: float, max_block: int,
+                 cache: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`ink_cells` for the orientation score at ``deg`` degrees: merged along the page
+    axis nearer the text direction (x up to 45 deg, y beyond), in blocks (powers of two, at
+    most ``max_block``) no longer than moves the ink ``_MAX_SMEAR_CELLS`` across the text.
+    Merging along x whatever the angle put a block's ink at one point across a vertical
+    text: at +-90 deg the profile became a comb of the blocks' period and scored as lines
+    (kraken-sample: contrast 0.38 at -90 deg against 0.002 unmerged and 0.12 at its true
+    0 deg), and at 30-60 deg it blurred the lines' profile across. ``cache`` keeps the sets
+    built for one region."""
+    th = math.radians(deg)
+    axis = 1 if abs(math.cos(th)) >= abs(math.sin(th)) else 0
+    spread = abs(math.sin(th)) if axis == 1 else abs(math.cos(th))
+    block = max_block if spread * max_block <= _MAX_SMEAR_CELLS else max(1, int(_MAX_SMEAR_CELLS / spread))
+    block = 1 << (int(block).bit_length() - 1)  # a power of two: few distinct sets per region
+    key = (axis, min(block, max_block))
+    if key not in cache:
+        cache[key] = ink_cells(small, bbox, key[1], axis)
+    return cache[key]
 
 
 def across_profile(cells: tuple[np.ndarray, np.ndarray, np.ndarray], phi: float,
@@ -248,19 +273,22 @@ def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float, 
 
 
 def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: ComponentStats,
-                     params: Parameters) -> float:
+                     params: Parameters, around: float | None = None) -> float:
     """The text angle (radians) in the orientation range whose filtered profile shows lines
-    best (:func:`line_contrast`).
+    best (:func:`line_contrast`); with ``around`` (degrees: the direction of a block of words
+    written across the main text, engine.regions.across_blocks), the best within
+    ``AROUND_BLOCK`` degrees of it.
 
-    With ``steep_regions`` (and not ``multi_oriented``) the angles outside the range are
-    scored too, and the best of them replaces the range's best when it scores higher *and*
-    the region's filtered blobs are longer along the text there (:func:`blob_elongation`).
-    The contrast alone cannot decide: on Latin pages the vertical letter stems make fine
-    periodic structure across a -90 deg frame (kraken-sample: contrast 0.38 at -90 against
-    0.13 at 0 deg; cremma20 pages 1.1-2.5 x), but at -90 the filter merges them into blobs
-    about as tall as wide (mean log(width / height) 0.7-2.0) against long lines at the true
-    angle (2.2-3.3); a vertical side note's lines are long at its own angle and break into
-    short pieces at 0 deg.
+    With ``steep_regions`` (or ``multi_oriented``) every angle of the half-turn is scored and
+    the best wins (side notes run at any angle). Earlier versions also asked for blobs longer
+    along the text there (:func:`blob_elongation`), because Latin pages scored higher at -90
+    deg (kraken-sample: 0.38 against 0.13 at its true 0 deg). That score was an artefact:
+    the ink cells were merged along x at every angle, so at +-90 deg each merged cell put its
+    ink at one point across the text, a comb of the merge's period; merged along the text
+    (:func:`merged_cells`), kraken-sample scores 0.002 at -90 deg. The elongation test
+    kept blocks of short, densely packed steep lines at 0 deg (moc_train_13, moc_train_9: a
+    horizontal filter joins their columns into long blobs; contrast 0.065 at -88 deg against
+    0.014 at 0 deg).
 
     The score needs only the row sums of the filtered raster: they are computed from the
     ink cells directly (:func:`across_profile`), at a fraction of the cost of resampling and
@@ -276,26 +304,31 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     sig_across = params.filter_sigma_across * stats.h_cc * scale
     sig_along = params.filter_sigma_along * stats.w_cc * scale_u
     size_across, size_along = bank_kernels(stats, params, scale, scale_u)
-    # Cells along x merged in blocks no longer than a raster cell along the text.
-    cells = ink_cells(small, bbox, max(1, int(scale / scale_u)))
+    # Cells merged along the text in blocks no longer than a raster cell along it.
+    max_block = max(1, int(scale / scale_u))
+    cache: dict = {}
 
     def score(deg: float) -> float:
+        cells = merged_cells(small, bbox, deg, max_block, cache)
         profile = across_profile(cells, math.radians(deg), bbox, scale, scale_u, sig_along, size_along)
         if params.orientation_score == "sharpness":
             # The projection profile of the filtered image: blurred across as well.
             return profile_sharpness(across_blur(profile, sig_across, size_across)[:, None])
         return line_contrast(profile, sig_across, stats.h_cc * scale, size_across)
 
+    if around is not None and (steep or params.multi_oriented):
+        # A note's lines up a margin show lines too weakly to decide alone (poilus AN_0008-3:
+        # contrast 0.035 at -90 deg, 0.037 at -56 deg); its words' direction narrows the search.
+        angles = np.arange(-90.0, 90.0, params.orientation_step)
+        angles = angles[np.abs((angles - around + 90.0) % 180.0 - 90.0) <= AROUND_BLOCK + 1e-9]
+        lo, hi, steep = -90.0, 90.0, False
     scores = np.array([score(deg) for deg in angles])
     inside = (angles >= lo - 1e-9) & (angles <= hi + 1e-9)
     best = float(angles[inside][int(np.argmax(scores[inside]))]) if inside.any() else float(
         angles[int(np.argmax(scores))])
     if steep and (~inside).any():
         k = int(np.argmax(np.where(inside, -np.inf, scores)))
-        inside_elongation = blob_elongation(small, bbox, stats, params, best) if scores[k] > scores[
-            angles == best][0] else math.inf
-        if inside_elongation < LINES_IN_RANGE and (
-                blob_elongation(small, bbox, stats, params, float(angles[k])) > inside_elongation):
+        if scores[k] > scores[angles == best][0]:
             best = float(angles[k])
             lo, hi = -90.0, 90.0
     # A finer look around the best angle: skew matters to a fraction of a degree on long lines.
@@ -303,6 +336,11 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     fine = np.clip(best + np.linspace(-step, step, 9), lo, hi)
     best = float(fine[int(np.argmax([score(deg) for deg in fine]))])
     return math.radians(best)
+
+
+#: How far (degrees) the frame of a block of words across the main text may turn from its
+#: words' direction (best_orientation's ``around``): half of engine.regions.SPLIT_ANGLE.
+AROUND_BLOCK = 10.0
 
 
 def blob_elongation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: ComponentStats,
@@ -499,10 +537,16 @@ def order_lines(lines: LineSet, region_centre_u: dict[int, float]) -> np.ndarray
 
 def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
                   sample_region: np.ndarray, stats: ComponentStats, params: Parameters,
-                  small: np.ndarray | None = None) -> tuple[LineSet, tuple[Region, ...]]:
+                  small: np.ndarray | None = None, only: np.ndarray | None = None,
+                  phis: dict[int, float] | None = None, block_angles: dict[int, float] | None = None
+                  ) -> tuple[LineSet, tuple[Region, ...]]:
     """Initial lines of every region and the regions (with their frame angle and box).
     ``small (N,)`` marks samples on diacritic-sized components: blobs made mostly of them
-    are residual and get no line."""
+    are residual and get no line. ``only``: the regions to fit (default all; the lines and
+    regions returned are theirs); ``phis``: known frame angles (radians) by region, not
+    searched again (engine.blocks.refine_boundaries moves a few words between blocks);
+    ``block_angles``: by region, the direction (degrees) of its words when it is a block of
+    words across the main text (engine.regions.find_regions), which its frame keeps to."""
     if small is None:
         small = np.zeros(len(samples), bool)
     rot_inv = params.regression == "rotation_invariant"
@@ -517,7 +561,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     parts: list[LineSet] = []
     regions: list[Region] = []
     centres: dict[int, float] = {}
-    for r in range(int(sample_region.max()) + 1):  # loop over regions (a few), not samples
+    todo = range(int(sample_region.max()) + 1) if only is None else [int(r) for r in only]
+    for r in todo:  # loop over regions (a few), not samples
         members = sample_region == r
         xy = samples[members]
         x0, y0 = np.floor(xy.min(axis=0)).astype(int)
@@ -534,7 +579,11 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
         bbox = (int(x0), int(y0), int(x1), int(y1))
         region_ink = region_mask(components, comp_in_region, bbox, scale)
-        phi = best_orientation(region_ink, bbox, stats, params)
+        if phis is not None and r in phis:
+            phi = phis[r]
+        else:
+            phi = best_orientation(region_ink, bbox, stats, params,
+                                   None if block_angles is None else block_angles.get(r))
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
         scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)

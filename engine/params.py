@@ -157,12 +157,18 @@ class Parameters:
     #: Search every orientation (-90...90) per region: for multi-oriented pages.
     multi_oriented: bool = False
     #: Without multi_oriented, a region may still take an angle outside orientation_min...max
-    #: (steep or vertical side notes) when its lines show better there on two counts: line
-    #: contrast and blobs longer along the text, and not when the range's best already shows
-    #: long blobs (engine.initial_lines.best_orientation); a region is also cut where its local
+    #: (steep or vertical side notes) when its lines show better there (line contrast over the
+    #: half-turn, engine.initial_lines.best_orientation); a region is also cut where its local
     #: text angle changes (engine.regions). moc-train FM 17.3 -> 23.7 %, line IU 20.4 -> 32.8 %,
-    #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged.
+    #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged (with a second
+    #: test, blobs longer along the text, since dropped: issue 26, docs/history.md).
     steep_regions: bool = True
+    #: After the initial lines, a word at the junction of two touching blocks (regions) goes
+    #: to the block whose lines pass at least twice as close to it as its own block's
+    #: (engine.blocks.refine_boundaries), and the blocks' lines are fitted again: the cut
+    #: between blocks at different angles comes from windows of 8 text heights, and near a
+    #: junction it gave a side note's corner to the main text. Not in the paper.
+    block_boundaries: bool = True
     #: Blobs are the filtered response above this fraction of its Otsu level (1 = Otsu).
     blob_threshold: float = 1.0
     #: Short lines (a paragraph's last words) respond under the blob level. Going down from it
@@ -271,6 +277,13 @@ class Parameters:
     #: (0 = all edges, as printed): the means are within a fraction of a percent at a third of
     #: the cost per sweep on a page of 140k edges.
     theta_edge_sample: int = 40_000
+    #: The interline space S_l of the unary's plateau (r S_l) is measured only to lines that
+    #: share an MRF edge with line l (engine.blocks.linked_lines): lines of one block, never
+    #: of another block at the same angle that the region joins through a third (moc_train_16:
+    #: a paragraph's last line found its "next line" 2800 px below, S_l = 1433 px, and its
+    #: plateau took the six rows above it). Not in the paper, which counts any line above and
+    #: below (Koo & Cho's interline space).
+    linked_neighbours: bool = True
     #: M-step form: "rotation_invariant" (principal axis) or "paper" (eq. update1).
     regression: str = "rotation_invariant"
     #: Variance floors: sigma_t >= sigma_t_floor x H_cc, sigma_s >= sigma_s_floor x W_cc.
@@ -370,7 +383,8 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height", "mp_warm_start"):
+                     "overlap_valleys", "pitch_line_height", "mp_warm_start", "linked_neighbours",
+                     "block_boundaries"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -483,6 +497,8 @@ PREPARATION_FIELDS = frozenset({
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
+    # EM's first step (merge_initial_lines) reads it.
+    "linked_neighbours", "block_boundaries",
 })
 
 
@@ -576,6 +592,13 @@ PAPER: dict[str, PaperValue] = {
     "theta_edge_sample": PaperValue(0, "Algorithm 2: sum over all u",
                                     "a fixed sample of 40k edges gives the moments to a fraction of a "
                                     "percent at a third of the cost."),
+    "block_boundaries": PaperValue(False, "absent (§4.1: regions only)",
+                                   "a side note's corner stayed with the main text, whose line bent "
+                                   "across the boundary to reach it."),
+    "linked_neighbours": PaperValue(False, "§4.1 unary: S_l the interline space to the lines above and "
+                                           "below (Koo & Cho)",
+                                    "a line's interline space counted a line of another block beyond a "
+                                    "blank gap, and its plateau swallowed the rows beside it."),
     "regression": PaperValue("paper", "eq. update1",
                              "eq. update1 fits y on x; pages and regions at an angle need the principal "
                              "axis."),

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from . import blocks as _blocks
 from . import components as _components
 from . import edits as _edits
 from . import em as _em
@@ -92,12 +93,31 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     axes = (_regions.component_axes(samples, sample_component)
             if len(samples) and not page.bilevel and (params.steep_regions or params.multi_oriented)
             else None)
-    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes)
+    block_angles: dict[int, float] = {}
+    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles)
     tick("regions")
     say("initial lines")
     small = heights[sample_component] < params.diacritic_height * stats.h_cc
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
-                                            stats, params, small)
+                                            stats, params, small, block_angles=block_angles)
+    if params.block_boundaries and len(regions) > 1:
+        def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
+            return _initial.initial_lines(components, samples, sample_component, region, stats, params,
+                                          small, only, phis)
+
+        kept = _blocks.kept_edges(samples, triangles, stats, params)
+        # Touching blocks whose frames came out at one angle are one block; then words at the
+        # junction of two blocks go to the block whose lines run through them.
+        joined = _blocks.merge_parallel_blocks(sample_region, kept, regions, _regions.SPLIT_ANGLE,
+                                               _regions.BLOCK_SAMPLES * params.min_region_samples,
+                                               _regions._FAR_ANGLE)
+        if joined is not None:
+            sample_region, lines, regions = _blocks.refit_blocks(sample_region, joined, lines, regions, fit)
+        refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
+                                            lines, regions, stats, params)
+        if refined is not None:
+            sample_region, lines, regions = _blocks.refit_blocks(sample_region, refined, lines, regions, fit)
+        edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
     tick("initial_lines")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
@@ -116,7 +136,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
 def preparation_summary(prep: Preparation) -> dict[str, Any]:
     """What stage 1-2 found on the page, for the JSON output and the window: the text scale
     (``h_cc``, ``w_cc``, pixels), the page area (its share of the image and its outlines, (x, y)
-    pixel polygons), and the pixels kept out of the ink as not text, as faint and as specks."""
+    pixel polygons), the pixels kept out of the ink as not text, as faint and as specks, and
+    the blocks (regions: outline, angle, row pitch; :func:`engine.blocks.block_summary`)."""
     h, w = prep.shape
     out: dict[str, Any] = {"h_cc": float(prep.stats.h_cc), "w_cc": float(prep.stats.w_cc),
                            "ink_pixels": int(np.count_nonzero(prep.ink))}
@@ -130,6 +151,8 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         out["faint_pixels"] = int(np.count_nonzero(prep.faint))
     if prep.specks is not None and prep.specks.shape == (h, w):
         out["speck_pixels"] = int(np.count_nonzero(prep.specks))
+    if getattr(prep, "regions", None) is not None and getattr(prep, "samples", None) is not None:
+        out["blocks"] = _blocks.block_summary(prep)
     return out
 
 

@@ -32,13 +32,15 @@ def region_threshold(stats: ComponentStats, params: Parameters) -> float:
 
 
 def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats,
-                 params: Parameters, sample_axis: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 params: Parameters, sample_axis: np.ndarray | None = None,
+                 block_angles: dict[int, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Region index of every sample ``(N,)`` (0..R-1, regions ordered by their top-left
     sample) and the MRF edges ``(E, 2)``: Delaunay edges of kept triangles inside one region.
     ``sample_axis (N,)``: the direction (degrees) of the sample's component where it is a long
     word (:func:`component_axes`), NaN elsewhere; it lets a block of words written across the
-    main text (a note up the margin) stand apart (:func:`orientation_parts`)."""
+    main text (a note up the margin) stand apart (:func:`orientation_parts`). ``block_angles``,
+    if given, receives the direction (degrees) of each final region made mostly of such a
+    block: its words' direction, which its frame search keeps to (engine.blocks)."""
     n = len(samples)
     if n == 0:
         return np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
@@ -59,21 +61,30 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
         # where the orientation search can reach every angle: within the paper's +-40 deg a
         # split-off vertical note still gets a wrong frame (moc-train: the share of samples
         # in regions more than 10 deg off went 0.40 -> 0.385 only, at 0.1-0.3 s a page).
-        part, scale, in_block = orientation_parts(samples, label, stats, params.min_region_samples,
-                                                  edges, sample_axis)
+        part, scale, block_angle = orientation_parts(samples, label, stats, params.min_region_samples,
+                                                     edges, sample_axis)
+        in_block = np.isfinite(block_angle)
         cut = part[edges[:, 0]] == part[edges[:, 1]]
         split = _components(edges[cut], n)
         if split.max() > label.max():
             split = _merge_small(samples, split, params.min_region_samples)
-            # Without multi_oriented a part must also show longer lines at its own angle (as
-            # a steep region must in initial_lines.best_orientation).
+            # A part stands apart on its line contrast (as a steep region's angle is chosen in
+            # initial_lines.best_orientation). The blob-elongation test that steep_regions
+            # also asked for folded moc_train_3's block at 65 deg back into the main text
+            # (short lines, whose blobs are short at their own angle too): moc-train 506 ->
+            # 519 correct lines.
             label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
-                                        None if params.multi_oriented else (stats, params), in_block)
+                                        None, in_block)
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
     region = rank[inverse].astype(np.int32)
     same = region[edges[:, 0]] == region[edges[:, 1]]
+    if block_angles is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
+        for r in range(int(region.max()) + 1):
+            angles = block_angle[region == r]
+            if np.isfinite(angles).mean() > 0.5:
+                block_angles[r] = _axis_mode(angles[np.isfinite(angles)])
     return region, edges[same]
 
 
@@ -263,8 +274,8 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
     """Part index ``(N,)`` of every sample: within a region, samples whose neighbourhood's
     text angle is near one of the region's dominant angles (modes more than ``SPLIT_ANGLE``
     apart, each holding at least ``3 x min_samples`` samples) share a part. Also the text
-    scale (:func:`text_scale`) of each region analysed, and which samples (bool ``(N,)``) are
-    in a block of words across the main text.
+    scale (:func:`text_scale`) of each region analysed, and the direction (degrees ``(N,)``,
+    NaN outside) of the block of words across the main text each sample is in.
 
     With ``edges`` and ``sample_axis`` (:func:`find_regions`), a block of long words written
     across the region's main direction (:func:`across_blocks`) takes the part of its own
@@ -272,7 +283,8 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
     note up the margin sees mostly the main text."""
     blocks = (across_blocks(samples, label, edges, sample_axis, stats, min_samples)
               if edges is not None and sample_axis is not None else None)
-    in_block = blocks[0] >= 0 if blocks is not None else np.zeros(len(samples), bool)
+    sample_block_angle = (np.where(blocks[0] >= 0, blocks[1][np.maximum(blocks[0], 0)], np.nan)
+                          if blocks is not None and len(blocks[1]) else np.full(len(samples), np.nan))
     part = np.zeros(len(samples), np.int64)
     scale: dict[int, float] = {}
     next_part = 0
@@ -323,7 +335,7 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
                 n_parts += 1
         part[idx] = next_part + sample_part
         next_part += n_parts
-    return part, scale, in_block
+    return part, scale, sample_block_angle
 
 
 #: A component is a long word when its samples spread this many times further along their

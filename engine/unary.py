@@ -31,11 +31,13 @@ def across_distance(uv: np.ndarray, lines: LineSet) -> np.ndarray:
     return d
 
 
-def interline_space(lines: LineSet, default: float, min_gap: float = 0.0) -> np.ndarray:
+def interline_space(lines: LineSet, default: float, min_gap: float = 0.0,
+                    linked: np.ndarray | None = None) -> np.ndarray:
     """Interline space ``S_l`` ``(L,)`` of lines of one region: the mean distance, at each
     line's centre, to the nearest line above and below whose extent covers that point.
-    Lines closer than ``min_gap`` (fragments of the same row) do not count; a line without
-    such neighbours gets ``default``."""
+    Lines closer than ``min_gap`` (fragments of the same row) do not count; with ``linked``
+    (``(L, L)`` bool, :func:`engine.blocks.linked_lines`) only the lines linked to it do; a
+    line without such neighbours gets ``default``."""
     n = len(lines)
     if n == 0:
         return np.zeros(0)
@@ -49,6 +51,8 @@ def interline_space(lines: LineSet, default: float, min_gap: float = 0.0) -> np.
     along = lines.along(uv) - lines.c  # (L_points, L_lines): l's centre along line k
     covers = np.abs(along) <= 2.0 * lines.sigma_s[None, :]
     valid = covers & (np.abs(gap) > min_gap) & ~np.eye(n, dtype=bool)
+    if linked is not None:
+        valid &= linked
     below = np.where(valid & (gap > 0), gap, np.inf).min(axis=1)
     above = np.where(valid & (gap < 0), -gap, np.inf).min(axis=1)
     both = np.isfinite(below) & np.isfinite(above)

@@ -426,3 +426,40 @@ def save_page(page: SyntheticPage, directory: str | Path, stem: str | None = Non
     if not cv2.imwrite(str(labels_path), page.labels.astype(np.uint16)):
         raise OSError(f"could not write {labels_path}")
     return image_path, labels_path
+
+
+def side_note_page(seed: int = 0, theta_deg: float = 45.0) -> tuple[SyntheticPage, np.ndarray]:
+    """A multi-oriented page (VML-MOC's layout, issue 26): a horizontal paragraph on top, a
+    side note of short lines at ``theta_deg`` below it, another horizontal paragraph under
+    the note. Each block nearly touches the next (a corner of the note lies within a text
+    height of the paragraphs), so the Delaunay regions join all three, and the two
+    paragraphs, at one angle, are joined only through the note. Returns the page and the
+    block of every line ``(n_lines,)`` (0 upper paragraph, 1 note, 2 lower paragraph)."""
+    rng = np.random.default_rng([seed, 45])
+    h = 16.0
+    style = _Style(h=h, thickness=3, slant=0.1)
+    width, height = 1000, 1200
+    pitch = 4.5 * h
+    upper = _block(rng, 5, 880.0, pitch, 0.0, h, (60.0, 30.0, 960.0, 400.0), align="top", last_short=False)
+    note = _mark(_block(rng, 6, 300.0, pitch, np.radians(theta_deg), h, (250.0, 0.0, 750.0, height),
+                        last_short=False), 1)
+    lower = _mark(_block(rng, 4, 880.0, pitch, 0.0, h, (60.0, 0.0, 960.0, height), align="top",
+                         last_short=False), 2)
+    # Stack them: the note's top corner just under the upper paragraph, the lower paragraph
+    # just under the note's bottom corner (gaps of about one x-height between ink bands).
+    _, _, _, up_bottom = _extent(upper, h)
+    _, n_top, _, _ = _extent(note, h)
+    for ln in note:
+        ln.origin = (ln.origin[0], ln.origin[1] + up_bottom - n_top + 0.5 * h)
+    _, _, _, n_bottom = _extent(note, h)
+    _, l_top, _, _ = _extent(lower, h)
+    for ln in lower:
+        ln.origin = (ln.origin[0], ln.origin[1] + n_bottom - l_top + 0.5 * h)
+    lines = upper + note + lower
+    _, _, _, bottom = _extent(lines, h)
+    if bottom > height:
+        raise ValueError("side-note page does not fit")
+    image, labels = _render(lines, style, rng, (height, width), 1.0, touching=False)
+    page = SyntheticPage(image=image, labels=labels, n_lines=len(lines),
+                         angles=tuple(ln.angle_deg() for ln in lines), kind="side_note")
+    return page, np.array([ln.block for ln in lines])

@@ -1,8 +1,9 @@
 """Steep and vertical regions without ``multi_oriented``: with ``steep_regions`` (the default) a
-region may take an angle outside orientation_min...max (moc-train's vertical side notes) when its lines show
-better there on two counts, the line contrast and blobs longer along the text
-(engine.initial_lines.blob_elongation); the contrast alone is fooled on Latin pages
-(kraken-sample scored 0.38 at -90 deg against 0.13 at its true 0 deg)."""
+region may take an angle outside orientation_min...max (moc-train's vertical side notes) when its
+lines show better there (line contrast). An earlier rule also asked for blobs longer along the
+text (engine.initial_lines.blob_elongation, still tested below), because Latin pages scored
+higher at -90 deg; that was an artefact of the ink cells merged along x, fixed in
+engine.initial_lines.merged_cells (tests/test_moc_blocks.py)."""
 
 from __future__ import annotations
 

@@ -98,6 +98,10 @@ class PrepGeometry:
     #: uint8 0/255 pyramid, and the page area's outlines as segment pairs ``(S, 2, 2)``.
     non_text_pyramid: list[np.ndarray] | None = None
     page_segments: np.ndarray | None = None
+    #: One annotation per block (region): its samples' centroid ``(x, y)``, the text direction
+    #: there as a unit vector ``(dx, dy)`` and a label "angle deg, pitch px"
+    #: (engine.blocks.block_summary), for a layer of block angles.
+    block_labels: tuple[tuple[float, float, float, float, str], ...] = ()
 
 
 def prep_geometry(prep: Preparation) -> PrepGeometry:
@@ -105,7 +109,26 @@ def prep_geometry(prep: Preparation) -> PrepGeometry:
     edges = EdgeSegments.from_rows(segment_rows(prep.samples, prep.edges), segment_rows(prep.samples, cut))
     non_text = None if prep.non_text is None else ink_pyramid(prep.non_text)
     return PrepGeometry(edges, region_outlines(prep), ink_pyramid(prep.ink), non_text,
-                        page_outline(prep))
+                        page_outline(prep), block_labels(prep))
+
+
+def block_labels(prep: Preparation) -> tuple[tuple[float, float, float, float, str], ...]:
+    """``(x, y, dx, dy, text)`` per block: see :attr:`PrepGeometry.block_labels`."""
+    import math
+
+    from engine.blocks import block_pitch
+
+    out = []
+    for region in prep.regions:
+        pts = prep.samples[prep.sample_region == region.index]
+        if len(pts) == 0:
+            continue
+        own = prep.initial_lines.take(np.flatnonzero(prep.initial_lines.region == region.index))
+        pitch = block_pitch(own, prep.stats.h_cc)
+        text = f"{math.degrees(region.phi):.0f}°" + (f", {pitch:.0f} px" if np.isfinite(pitch) else "")
+        cx, cy = pts.mean(axis=0)
+        out.append((float(cx), float(cy), math.cos(region.phi), math.sin(region.phi), text))
+    return tuple(out)
 
 
 def page_outline(prep: Preparation) -> np.ndarray:

@@ -1,0 +1,290 @@
+"""Blocks: groups of lines written together at one angle (a main text, a side note).
+
+Multi-oriented pages (VML-MOC: Arabic side notes at every angle round a main text) hold
+several blocks, and a line must never reach from one block into another. The regions of
+stage 5 (Delaunay triangles cut at long sides, then cut where the local text angle changes:
+:mod:`engine.regions`) are the blocks' outlines; each region has its own frame angle and its
+own row pitch (:mod:`engine.initial_lines`). This module holds what the MRF adds to that:
+
+- **Neighbouring lines are lines the graph links.** The unary's plateau is ``r S_l``, with
+  ``S_l`` the distance to the nearest lines above and below (Koo & Cho). A region may hold
+  several blocks at one angle that touch only through a third (moc_train_16: a paragraph
+  over a column of short lines over another paragraph): the last line of the upper
+  paragraph then found its line "below" in the lower paragraph, 2800 px away; ``S_l`` = 1433
+  px, a plateau of +-430 px, and at EM's first step it took the samples of the six rows
+  above it. Two rows of one block are joined by Delaunay edges (the gap between them is
+  under the region threshold); lines of different blocks are not. So a line's neighbours
+  are the lines whose samples share an MRF edge with its own samples
+  (:func:`linked_lines`), and ``S_l`` is measured to those only
+  (``Parameters.linked_neighbours``; the paper: any line above and below).
+- **A block's boundary follows its lines.** The cut between blocks written at different
+  angles comes from windows of 8 text heights (:func:`engine.regions.orientation_parts`):
+  near a junction such a window sees mostly the larger block, and the corner of a side note
+  went with the main text, whose last line then bent to reach it (a line across the
+  boundary). Once each block has its lines, a word at the boundary goes to the block whose
+  lines pass through it (:func:`refine_boundaries`): the lines know the blocks' rows, the
+  windows only their angles (``Parameters.block_boundaries``).
+- **Block outlines, angles and pitches for the window and the JSON output**
+  (:func:`block_summary`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .graph import triangle_edges
+from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
+from .params import Parameters
+from .unary import across_distance
+
+
+def linked_lines(edges: np.ndarray, labels: np.ndarray, n_lines: int) -> np.ndarray:
+    """``(L, L)`` bool: lines ``l != k`` joined by at least one of the MRF ``edges (E, 2)``
+    (sample indices) whose ends are labelled ``l`` and ``k`` (``labels (n,)``, -1 = none)."""
+    linked = np.zeros((n_lines, n_lines), bool)
+    if len(edges) == 0 or n_lines == 0:
+        return linked
+    a, b = labels[edges[:, 0]], labels[edges[:, 1]]
+    ok = (a >= 0) & (b >= 0) & (a != b)
+    linked[a[ok], b[ok]] = True
+    linked[b[ok], a[ok]] = True
+    return linked
+
+
+def block_pitch(lines: LineSet, h_cc: float) -> float:
+    """Row pitch (pixels) of one block's ``lines``: the median interline space of its lines
+    (:func:`engine.unary.interline_space`, fragments of one row closer than half a text
+    height left out); NaN for a block of one line."""
+    from .unary import interline_space
+
+    if len(lines) < 2:
+        return float("nan")
+    space = interline_space(lines, default=np.nan, min_gap=0.5 * h_cc)
+    return float(np.nanmedian(space)) if np.isfinite(space).any() else float("nan")
+
+
+def block_summary(prep: Preparation) -> list[dict[str, Any]]:
+    """Each region (block) of the preparation, for the JSON output and the window: index,
+    frame angle (degrees, the text direction measured clockwise from the x axis, y down),
+    row pitch of its initial lines (pixels, None for one line), samples, initial lines,
+    bounding box and outline (the convex hull of its samples, (x, y) pixels)."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    out = []
+    for region in prep.regions:
+        pts = prep.samples[prep.sample_region == region.index]
+        hull = None
+        if len(pts) >= 3:
+            try:
+                hull = pts[ConvexHull(pts).vertices]
+            except QhullError:
+                hull = None
+        if hull is None:
+            x0, y0, x1, y1 = region.bbox
+            hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], float)
+        own = prep.initial_lines.take(np.flatnonzero(prep.initial_lines.region == region.index))
+        pitch = block_pitch(own, prep.stats.h_cc)
+        out.append({"index": int(region.index), "angle": round(math.degrees(region.phi), 2),
+                    "pitch": round(pitch, 1) if np.isfinite(pitch) else None,
+                    "samples": int(region.n_samples), "lines": len(own),
+                    "bbox": [int(v) for v in region.bbox], "outline": np.round(hull, 1).tolist()})
+    return out
+
+
+#: A boundary word moves to the neighbouring block when that block's lines pass at least
+#: this many times closer to it (median distance across its samples' nearest line) than its
+#: own block's lines do.
+CLOSER = 2.0
+#: Rounds of moves (a word that moved makes the next word of its row a boundary word).
+_ROUNDS = 8
+
+
+def kept_edges(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats, params: Parameters
+               ) -> np.ndarray:
+    """The Delaunay edges of the triangles stage 5 keeps ``(E, 2)`` (longest side at most
+    ``region_threshold`` x H_cc): the edges that join samples of one text mass."""
+    if len(triangles) == 0:
+        return np.zeros((0, 2), np.int32)
+    p = samples[triangles]
+    sides = np.linalg.norm(p - np.roll(p, -1, axis=1), axis=2)
+    limit = params.region_threshold * max(stats.h_cc, 1.0)
+    return triangle_edges(triangles[sides.max(axis=1) <= limit])
+
+
+def _row_distance(xy: np.ndarray, lines: LineSet, phi: float, reach: float) -> np.ndarray:
+    """Distance ``(n,)`` across the nearest of ``lines`` (one region's, frame angle ``phi``)
+    of each point, among the lines whose extent (centre +- 2 sigma_s, plus ``reach`` along)
+    covers it; inf where none does."""
+    if len(lines) == 0:
+        return np.full(len(xy), np.inf)
+    uv = to_region_frame(xy, phi)
+    across = np.abs(across_distance(uv, lines))
+    along = np.abs(lines.along(uv) - lines.c)
+    across[along > 2.0 * lines.sigma_s + reach] = np.inf
+    return across.min(axis=1)
+
+
+def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_region: np.ndarray,
+                      edges: np.ndarray, small: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
+                      stats: ComponentStats, params: Parameters) -> np.ndarray | None:
+    """Each sample's region ``(N,)`` after moving boundary words to the block whose lines
+    pass through them, or None when nothing moves.
+
+    ``edges`` are the kept Delaunay edges (:func:`kept_edges`): two regions they join are
+    blocks that touch. A word (a component taller than a diacritic, ``small`` marks the
+    samples of the others) of region A with an edge to region B moves to B when B's lines
+    pass ``CLOSER`` times closer to it than A's (the median over its samples of the distance
+    across the nearest line whose extent, lengthened by ``merge_gap`` x W_cc, covers the
+    sample). The lines are the initial lines fitted before the move: the word was part of
+    A's ink, and still B's lines, fitted without it, run through it. Diacritics and dots
+    follow the word their samples are joined to most."""
+    n_regions = len(regions)
+    if n_regions < 2 or len(edges) == 0 or len(lines) == 0:
+        return None
+    region = sample_region.astype(np.int64).copy()
+    reach = params.merge_gap * stats.w_cc
+    n_comp = int(sample_component.max()) + 1
+    big = ~small
+    # Distances to each region's lines, computed once per (region, sample) pair on demand.
+    cache: dict[int, np.ndarray] = {}
+
+    def distance(r: int) -> np.ndarray:
+        if r not in cache:
+            own = lines.take(np.flatnonzero(lines.region == r))
+            cache[r] = _row_distance(samples, own, regions[r].phi, reach)
+        return cache[r]
+
+    order = np.argsort(sample_component, kind="stable")
+    starts = np.searchsorted(sample_component[order], np.arange(n_comp + 1))
+    moved_any = False
+    for _ in range(_ROUNDS):
+        a, b = region[edges[:, 0]], region[edges[:, 1]]
+        cross = a != b
+        if not cross.any():
+            break
+        # Candidate moves: (component, target region) for words touching another block.
+        ends = np.concatenate([edges[cross], edges[cross][:, ::-1]])
+        comp = sample_component[ends[:, 0]]
+        target = region[ends[:, 1]]
+        keep = big[ends[:, 0]]
+        pairs = np.unique(comp[keep].astype(np.int64) * n_regions + target[keep])
+        moves: list[tuple[np.ndarray, int]] = []
+        for key in pairs:
+            c, t = int(key // n_regions), int(key % n_regions)
+            members = order[starts[c]:starts[c + 1]]
+            own = int(np.bincount(region[members]).argmax())
+            if own == t:
+                continue
+            d_own = float(np.median(distance(own)[members]))
+            d_new = float(np.median(distance(t)[members]))
+            if np.isfinite(d_new) and d_new * CLOSER < d_own:
+                moves.append((members, t))
+        if not moves:
+            break
+        for members, t in moves:
+            region[members] = t
+        moved_any = True
+    if not moved_any:
+        return None
+    # Diacritics and dots follow the region their samples are joined to most (edges to other
+    # components: a dot's own edges would vote for where it already is).
+    e = np.concatenate([edges, edges[:, ::-1]])
+    e = e[sample_component[e[:, 0]] != sample_component[e[:, 1]]]
+    e = e[small[e[:, 0]]]
+    if len(e):
+        vote = np.zeros((n_comp, n_regions))
+        np.add.at(vote, (sample_component[e[:, 0]], region[e[:, 1]]), 1.0)
+        joined = vote.sum(axis=1) > 0
+        follow = small & joined[sample_component]
+        region = np.where(follow, vote.argmax(axis=1)[sample_component], region)
+    return region.astype(np.int32)
+
+
+def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions: tuple[Region, ...],
+                          max_gap: float, small: int = 0, small_gap: float = 0.0) -> np.ndarray | None:
+    """Each sample's region ``(N,)`` with touching blocks whose frames lie within ``max_gap``
+    degrees of each other joined into one (the largest's number), or None when none do; a
+    block of fewer than ``small`` samples also joins a touching block within ``small_gap``
+    degrees (a few words' angle is reliable only far from their neighbour's, as
+    engine.regions.keep_distinct_parts asks of the parts it keeps: ahte moc_test_1, 409
+    samples of two main-text rows framed at 28 deg against the main text's -1 deg).
+
+    Touching blocks come from the orientation split (stage 5 cuts a region where its local
+    text angle changes by more than ``engine.regions.SPLIT_ANGLE``); a part split off on its
+    local angles whose own frame then lands at its neighbour's angle is the same block (ahte
+    moc_train_18: a part of the main text whose line ends rise by 20-40 deg split off, and
+    its frame search put it back at -1 deg, the main text's: lines cut in two at the seam).
+    ``edges``: the kept Delaunay edges (:func:`kept_edges`)."""
+    n = len(regions)
+    if n < 2 or len(edges) == 0:
+        return None
+    a, b = sample_region[edges[:, 0]], sample_region[edges[:, 1]]
+    cross = a != b
+    if not cross.any():
+        return None
+    pairs = np.unique(np.sort(np.stack([a[cross], b[cross]], axis=1), axis=1), axis=0)
+    phi = np.degrees([r.phi for r in regions])
+    size = np.array([r.n_samples for r in regions])
+    root = np.arange(n)
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = int(root[x])
+        return x
+
+    joined = False
+    for i, j in pairs:  # a few pairs per page
+        gap = abs((phi[i] - phi[j] + 90.0) % 180.0 - 90.0)
+        if gap <= max_gap or (min(regions[i].n_samples, regions[j].n_samples) < small and gap <= small_gap):
+            ri, rj = find(int(i)), find(int(j))
+            if ri != rj:
+                big, other = (ri, rj) if size[ri] >= size[rj] else (rj, ri)
+                root[other] = big
+                size[big] += size[other]
+                joined = True
+    if not joined:
+        return None
+    return np.array([find(r) for r in range(n)])[sample_region].astype(np.int32)
+
+
+def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,
+                 regions: tuple[Region, ...], fit) -> tuple[np.ndarray, LineSet, tuple[Region, ...]]:
+    """After :func:`refine_boundaries`: the regions renumbered 0..R-1 in raster order of their
+    first sample (as stage 5 numbers them; a block may have lost every sample), and the
+    initial lines and regions with those of the blocks whose samples changed fitted again by
+    ``fit(sample_region, only, phis)`` (:func:`engine.initial_lines.initial_lines` with the
+    page's other arguments bound). A changed block keeps its frame angle: a few words at its
+    boundary moved, its lines did not turn."""
+    _, first, inverse = np.unique(refined, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))
+    new_region = rank[inverse].astype(np.int32)
+    n_new = int(new_region.max()) + 1
+    # Each new block's old region: the one that held most of its samples; a block whose
+    # samples are exactly an old region's is unchanged.
+    n_old = int(sample_region.max()) + 1
+    overlap = np.bincount(new_region.astype(np.int64) * n_old + sample_region, minlength=n_new * n_old)
+    old_of_new = overlap.reshape(n_new, n_old).argmax(axis=1)
+    changed = [k for k in range(n_new)
+               if not np.array_equal(new_region == k, sample_region == old_of_new[k])]
+    phis = {k: regions[int(old_of_new[k])].phi for k in changed}
+    new_lines, new_regions = fit(new_region, np.array(changed, np.int64), phis)
+    parts, out_regions = [], []
+    by_index = {reg.index: reg for reg in new_regions}
+    from .initial_lines import concat_lines
+
+    for k in range(n_new):
+        if k in by_index:
+            parts.append(new_lines.take(np.flatnonzero(new_lines.region == k)))
+            out_regions.append(by_index[k])
+        else:
+            old = int(old_of_new[k])
+            own = lines.take(np.flatnonzero(lines.region == old))
+            parts.append(LineSet(own.a, own.b, own.c, own.sigma_t, own.sigma_s, own.prior,
+                                 np.full(len(own), k, np.int32), own.phi, own.rotation_invariant))
+            reg = regions[old]
+            out_regions.append(Region(index=k, phi=reg.phi, bbox=reg.bbox, n_samples=reg.n_samples))
+    return new_region, concat_lines(parts, lines.rotation_invariant), tuple(out_regions)
