@@ -192,6 +192,9 @@ class Preparation:
     #: ``SPECK_REACH`` x H_cc) and the nearest ink pixel of each, flat indices ``(n,)`` each
     #: (engine.postprocess.speck_owners): found while stages 2-6 run, read by stage 8.
     speck_owners: tuple[np.ndarray, np.ndarray] | None = None
+    #: Each region's row pitch (:class:`engine.pitch.RowPitch`, in region order): the
+    #: distance between its text rows, measured on its samples (or the page's at its angle).
+    row_pitch: tuple = ()
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""

@@ -46,6 +46,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "min_speck_area": (0, 10_000, True, True),
     "region_threshold": (0.5, 100.0, True, True),
     "min_region_samples": (1, 10**9, True, True),
+    "row_join": (0.0, 20.0, True, True),
     "filter_sigma_across": (0.01, 10.0, True, True),
     "filter_sigma_along": (0.1, 100.0, True, True),
     "orientation_min": (-90.0, 90.0, True, True),
@@ -63,6 +64,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "mp_max_sweeps": (1, 10_000, True, True),
     "mp_tolerance": (0.0, 1.0, False, True),
     "sigma_t_floor": (0.01, 10.0, True, True),
+    "sigma_t_pitch": (0.0, 1.0, True, True),
     "sigma_s_floor": (0.01, 100.0, True, True),
     "candidate_nats": (1.0, 1e4, True, True),
     "merge_gap": (0.0, 100.0, True, True),
@@ -122,6 +124,11 @@ class Parameters:
     region_threshold: float = 2.5
     #: Regions with fewer samples join the nearest larger region.
     min_region_samples: int = 60
+    #: A word gap is not a region boundary when the row continues at the same pitch phase:
+    #: Delaunay edges the cut removes that run along a row (ends less than a quarter of the
+    #: page's row pitch apart across the text) and are at most row_join x the row pitch
+    #: long are kept (engine.pitch.row_join_edges); 0 = off, the paper's cut. Not in the paper.
+    row_join: float = 1.0
     # --- stage 6: initial lines ---------------------------------------------------------
     #: Std of the anisotropic Gaussian across the line, in H_cc (paper: 1/3).
     filter_sigma_across: float = 1.0 / 3.0
@@ -212,6 +219,10 @@ class Parameters:
     #: Empirical pairwise moments (same / adjacent / farther line) of Delaunay edges: the mean
     #: over the 54 pages of the development data (resources/moments.json, "moments_page_mean").
     moments: tuple[float, float, float] = (0.9407, 0.0526, 0.0067)
+    #: Match theta to the moments of the page's own graph under its starting lines (the
+    #: unary's labels, EM's iteration 0: engine.em.page_moments) instead of ``moments``. Not
+    #: in the paper, which learns them from a training set.
+    page_moments: bool = True
     #: E-step update: "bethe" (BP counting numbers, damped) or "convex" (paper, Algorithm 2).
     update_rule: str = "bethe"
     #: c_v of Algorithm 2 (convex rule only).
@@ -248,6 +259,9 @@ class Parameters:
     #: Variance floors: sigma_t >= sigma_t_floor x H_cc, sigma_s >= sigma_s_floor x W_cc.
     sigma_t_floor: float = 0.25
     sigma_s_floor: float = 1.0
+    #: Cap on sigma_t as a fraction of the region's row pitch (engine.pitch; 0 = no cap, the
+    #: paper): a line's band may not cover its neighbour's row. Not in the paper.
+    sigma_t_pitch: float = 0.25
     #: Lines whose unary is more than this many nats below a sample's best are pruned.
     candidate_nats: float = 30.0
     #: Each sample considers this many consecutive lines around its best one (labels are
@@ -336,7 +350,7 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height"):
+                     "overlap_valleys", "pitch_line_height", "page_moments"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -427,7 +441,7 @@ class Parameters:
 PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "page_area", "strip_strokes",
     "colour_non_text", "sample_ratio", "seed",
-    "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
+    "region_threshold", "min_region_samples", "row_join", "filter_sigma_across", "filter_sigma_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
