@@ -258,6 +258,9 @@ class Segmentation:
     sample_labels: np.ndarray
     regions: tuple[Region, ...]
     timings: dict = field(default_factory=dict)
+    #: Every merge of fragments into one line (:class:`engine.row_merge.FragmentMerge`: which
+    #: fragments were joined, where, and why), within a region and across regions.
+    merges: tuple = ()
 
 
 @dataclass(frozen=True)

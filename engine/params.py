@@ -294,6 +294,10 @@ class Parameters:
     merge_offset: float = 0.6
     merge_offset_pitch: float = 0.4
     merge_fragments: bool = True
+    #: After EM, lines of different regions merge by the same test when they run in the same
+    #: direction (within 10 deg): a row's words that the region cut left in regions of their
+    #: own (engine.row_merge). Not in the paper, which merges within a region.
+    row_merge: bool = True
     #: After EM, a row of whole-height components lying more than split_offset x H_cc across
     #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
     #: lines of their own in CREMMA's ground truth) becomes a line of its own; 0 = never.
@@ -350,7 +354,7 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height", "page_moments"):
+                     "overlap_valleys", "pitch_line_height", "page_moments", "row_merge"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -456,6 +460,8 @@ PAPER: dict[str, tuple[Any, str]] = {
     "colour_non_text": (False, "not in the paper (off by default too)."),
     "label_non_text": (False, "not in the paper: words over a rule and specks, kept out of sampling, are "
                               "given back to their line."),
+    "row_join": (0.0, "not in the paper: the cut at a fixed multiple of H_cc made each word of widely spaced "
+                      "large cursive a region of its own, with a line of its own."),
     "min_region_samples": (1, "a region of a few samples is too small to fit a line to; it joins the "
                                "nearest larger one."),
     "steep_regions": (False, "the paper searches -40..40 deg only; moc-train side notes run at 60-70 deg."),
@@ -474,6 +480,8 @@ PAPER: dict[str, tuple[Any, str]] = {
     "unary_form": ("paper", "as printed, eq. ff2 jumps by 0.5 (r S / sigma_t)^2 nats at the plateau's edge."),
     "prior_in_unary": (False, "the default weighs each line by pi_l in the unary, as in a mixture (the paper "
                               "has pi_l only through theta_l)."),
+    "page_moments": (False, "not in the paper: the moments of a training set pulled each row of small tight "
+                            "writing onto its neighbours' lines (a third of the edges join rows there)."),
     "moments": ((0.85, 0.13, 0.02), "the quoted moments do not fit real pages: measured on the dev ground truth."),
     "update_rule": ("convex", "the printed convex rule tempers the unary by 1 + A_v and EM merges lines "
                               "(the collapse recorded in tests/test_paper.py)."),
@@ -490,6 +498,8 @@ PAPER: dict[str, tuple[Any, str]] = {
     "sigma_t_floor": (0.01, "variance floors keep a line fitted to one word from collapsing (0.01 is the "
                             "smallest allowed, the paper has none)."),
     "sigma_s_floor": (0.01, "as sigma_t_floor."),
+    "row_merge": (False, "not in the paper: a row's words in regions of their own kept a line each."),
+    "sigma_t_pitch": (0.0, "not in the paper: a line's band spread over its neighbour's row on tight rows."),
     "candidate_nats": (1e4, "lines 30 nats below a sample's best carry no information; the floor keeps "
                             "messages finite (1e4: no floor in practice)."),
     "label_window": (0, "each sample sees 5 consecutive lines around its best: a sweep costs O(E W), not "
