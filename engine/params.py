@@ -47,6 +47,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "region_threshold": (0.5, 100.0, True, True),
     "min_region_samples": (1, 10**9, True, True),
     "row_join": (0.0, 20.0, True, True),
+    "row_merge": (0.0, 20.0, True, True),
     "filter_sigma_across": (0.01, 10.0, True, True),
     "filter_sigma_along": (0.1, 100.0, True, True),
     "orientation_min": (-90.0, 90.0, True, True),
@@ -220,8 +221,10 @@ class Parameters:
     #: over the 54 pages of the development data (resources/moments.json, "moments_page_mean").
     moments: tuple[float, float, float] = (0.9407, 0.0526, 0.0067)
     #: Match theta to the moments of the page's own graph under its starting lines (the
-    #: unary's labels, EM's iteration 0: engine.em.page_moments) instead of ``moments``. Not
-    #: in the paper, which learns them from a training set.
+    #: unary's labels, EM's iteration 0: engine.em.page_moments) instead of ``moments`` when
+    #: that graph has more edges between lines than any page ``moments`` were learnt on
+    #: (engine.em.moments_for_page): small writing on tight rows. Not in the paper, which
+    #: learns them from a training set.
     page_moments: bool = True
     #: E-step update: "bethe" (BP counting numbers, damped) or "convex" (paper, Algorithm 2).
     update_rule: str = "bethe"
@@ -260,8 +263,10 @@ class Parameters:
     sigma_t_floor: float = 0.25
     sigma_s_floor: float = 1.0
     #: Cap on sigma_t as a fraction of the region's row pitch (engine.pitch; 0 = no cap, the
-    #: paper): a line's band may not cover its neighbour's row. Not in the paper.
-    sigma_t_pitch: float = 0.25
+    #: paper): a line's band may not cover its neighbour's row. Not in the paper. Off by
+    #: default: at 0.25 on its own, moc-train lost 15 one-to-one matches (curved side notes
+    #: need a wide band; moc_train_8 9 -> 2), ahte-train gained 2, poilus-dev 1.
+    sigma_t_pitch: float = 0.0
     #: Lines whose unary is more than this many nats below a sample's best are pruned.
     candidate_nats: float = 30.0
     #: Each sample considers this many consecutive lines around its best one (labels are
@@ -294,10 +299,12 @@ class Parameters:
     merge_offset: float = 0.6
     merge_offset_pitch: float = 0.4
     merge_fragments: bool = True
-    #: After EM, lines of different regions merge by the same test when they run in the same
-    #: direction (within 10 deg): a row's words that the region cut left in regions of their
-    #: own (engine.row_merge). Not in the paper, which merges within a region.
-    row_merge: bool = True
+    #: After EM, lines of different regions that run in the same direction (within 10 deg)
+    #: merge when they lie at the same row phase (a quarter of the row pitch across) and at
+    #: most row_merge x the row pitch apart along the row: a row's words that the region cut
+    #: left in regions of their own (engine.row_merge); 0 = off. Not in the paper, which
+    #: merges within a region.
+    row_merge: float = 1.0
     #: After EM, a row of whole-height components lying more than split_offset x H_cc across
     #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
     #: lines of their own in CREMMA's ground truth) becomes a line of its own; 0 = never.
@@ -354,7 +361,7 @@ class Parameters:
         for name in ("page_area", "strip_strokes", "colour_non_text", "label_non_text", "multi_oriented",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
-                     "overlap_valleys", "pitch_line_height", "page_moments", "row_merge"):
+                     "overlap_valleys", "pitch_line_height", "page_moments"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -498,7 +505,7 @@ PAPER: dict[str, tuple[Any, str]] = {
     "sigma_t_floor": (0.01, "variance floors keep a line fitted to one word from collapsing (0.01 is the "
                             "smallest allowed, the paper has none)."),
     "sigma_s_floor": (0.01, "as sigma_t_floor."),
-    "row_merge": (False, "not in the paper: a row's words in regions of their own kept a line each."),
+    "row_merge": (0.0, "not in the paper: a row's words in regions of their own kept a line each."),
     "sigma_t_pitch": (0.0, "not in the paper: a line's band spread over its neighbour's row on tight rows."),
     "candidate_nats": (1e4, "lines 30 nats below a sample's best carry no information; the floor keeps "
                             "messages finite (1e4: no floor in practice)."),

@@ -79,6 +79,7 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
         return nan
     p = profile - profile.mean()
     ac = np.correlate(p, p, mode="full")[len(p) - 1:]
+    lag = _fundamental(ac / ac[0], int(lag), int(_MIN_PITCH_HCC / _BIN_HCC))
     corr = float(ac[int(lag)] / ac[0]) if ac[0] > 0 else math.nan
     # The peak's position to a fraction of a bin (a parabola through it and its neighbours).
     k = int(lag)
@@ -91,6 +92,25 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
     angle = 2.0 * np.pi * v / pitch
     phase = float(np.arctan2((w * np.sin(angle)).sum(), (w * np.cos(angle)).sum())) * pitch / (2.0 * np.pi)
     return pitch, phase % pitch, corr
+
+
+def _fundamental(ac: np.ndarray, lag: int, min_lag: int) -> int:
+    """The row period under the autocorrelation ``ac`` (normalised) whose highest prominent
+    peak is at ``lag``: the smallest lag with a prominent peak (as line_pitch's: rising
+    ``_MIN_PITCH_PROMINENCE`` above the trough before it) of which ``lag`` is a multiple.
+    Rows grouped in pairs or threes (clouds drawn round two rows, poilus AN_0090-0) raise the
+    second or third harmonic above the first; a profile with no peak at a fraction of ``lag``
+    has no shorter period."""
+    from .initial_lines import _MIN_PITCH_PROMINENCE
+
+    peaks = np.flatnonzero((ac[1:-1] > ac[:-2]) & (ac[1:-1] >= ac[2:])) + 1
+    peaks = peaks[(peaks >= max(min_lag, 1)) & (peaks < lag)]
+    trough = np.minimum.accumulate(ac)[peaks - 1]
+    for k in peaks[ac[peaks] - trough >= _MIN_PITCH_PROMINENCE]:  # smallest first
+        m = lag / k
+        if round(m) >= 2 and abs(m - round(m)) * k <= 1.0 + 0.05 * k:
+            return int(k)
+    return lag
 
 
 def page_rows(samples: np.ndarray, h_cc: float) -> tuple[float, float, float, float]:
@@ -172,7 +192,7 @@ class RowJoin:
 
 
 def row_join_edges(samples: np.ndarray, delaunay: np.ndarray, kept: np.ndarray, label: np.ndarray,
-                   h_cc: float, max_gap: float) -> RowJoin:
+                   h_cc: float, max_gap: float, min_samples: int = 1) -> RowJoin:
     """Delaunay edges ``(k, 2)`` the region cut removed that run along a text row across a
     word gap, to be kept: a word gap is not a region boundary when the row continues at the
     same pitch phase.
@@ -184,7 +204,11 @@ def row_join_edges(samples: np.ndarray, delaunay: np.ndarray, kept: np.ndarray, 
     most ``max_gap`` x P apart along it, and one of the two regions is a single row (its
     samples spread less than ``ROW_SPREAD`` x P across the text; two blocks of rows side by
     side, columns or a side note against the main text, stay apart); of two single rows, their
-    mean positions across the text lie within ``ROW_PHASE`` x P too.
+    mean positions across the text lie within ``ROW_PHASE`` x P too. A single row joins a block
+    of rows only when it holds at least ``min_samples`` samples: a smaller one (a dot, a
+    stroke's piece) joins its nearest region anyway (:func:`engine.regions._merge_small`), and
+    joined to a block instead it widened the block's box and moved its blob scale (poilus
+    AN_0090-0: 9 samples, 24 -> 13 initial lines).
 
     Large cursive on widely spaced rows has word gaps of 3-4 H_cc, over the cut's 2.5 H_cc:
     each word became a region of its own with a line of its own (poilus wills, 57-64 lines
@@ -216,6 +240,8 @@ def row_join_edges(samples: np.ndarray, delaunay: np.ndarray, kept: np.ndarray, 
     spread = np.sqrt(np.maximum(np.bincount(label, v * v, n_regions) / count - mean**2, 0.0))
     single = spread <= ROW_SPREAD * pitch
     la, lb = label[cand[:, 0]], label[cand[:, 1]]
-    ok = single[la] | single[lb]
-    ok &= ~(single[la] & single[lb]) | (np.abs(mean[la] - mean[lb]) <= ROW_PHASE * pitch)
+    both = single[la] & single[lb] & (np.abs(mean[la] - mean[lb]) <= ROW_PHASE * pitch)
+    onto_block = (single[la] & ~single[lb] & (count[la] >= min_samples)) | (
+        single[lb] & ~single[la] & (count[lb] >= min_samples))
+    ok = both | onto_block
     return RowJoin(deg, pitch, cand[ok].astype(np.int32))

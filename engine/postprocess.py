@@ -1059,7 +1059,7 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
                                                    final, r))
         offset += len(order)
     final_lines = concat_lines(new_parts, rot_inv)
-    if split and params.row_merge and len(final_lines) > 1:
+    if split and params.row_merge > 0 and len(final_lines) > 1:
         root, across = _row_merge.merge_across_regions(prep, final_lines, new_labels, params)
         if across:
             ends = _row_merge.line_ends(final_lines, prep.samples.astype(np.float64), new_labels)
