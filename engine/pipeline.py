@@ -133,7 +133,7 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         out["faint_pixels"] = int(np.count_nonzero(prep.faint))
     if prep.specks is not None and prep.specks.shape == (h, w):
         out["speck_pixels"] = int(np.count_nonzero(prep.specks))
-    if prep.row_pitch:
+    if getattr(prep, "row_pitch", ()):
         # Each region's row pitch (pixels and H_cc, its angle and where it came from), and
         # the page's: the median over the regions' own estimates (sample-weighted).
         out["row_pitch"] = [p.to_dict(prep.stats.h_cc) for p in prep.row_pitch]

@@ -192,7 +192,7 @@ class RowJoin:
 
 
 def row_join_edges(samples: np.ndarray, delaunay: np.ndarray, kept: np.ndarray, label: np.ndarray,
-                   h_cc: float, max_gap: float, min_samples: int = 1) -> RowJoin:
+                   h_cc: float, max_gap: float) -> RowJoin:
     """Delaunay edges ``(k, 2)`` the region cut removed that run along a text row across a
     word gap, to be kept: a word gap is not a region boundary when the row continues at the
     same pitch phase.
@@ -201,14 +201,13 @@ def row_join_edges(samples: np.ndarray, delaunay: np.ndarray, kept: np.ndarray, 
     ``label`` the samples' regions under the cut. In the frame of the page's text angle
     (:func:`page_rows`), with the page's row pitch P, an edge between two regions is kept
     when its ends lie less than ``ROW_PHASE`` x P apart across the text (the same row), at
-    most ``max_gap`` x P apart along it, and one of the two regions is a single row (its
-    samples spread less than ``ROW_SPREAD`` x P across the text; two blocks of rows side by
-    side, columns or a side note against the main text, stay apart); of two single rows, their
-    mean positions across the text lie within ``ROW_PHASE`` x P too. A single row joins a block
-    of rows only when it holds at least ``min_samples`` samples: a smaller one (a dot, a
-    stroke's piece) joins its nearest region anyway (:func:`engine.regions._merge_small`), and
-    joined to a block instead it widened the block's box and moved its blob scale (poilus
-    AN_0090-0: 9 samples, 24 -> 13 initial lines).
+    most ``max_gap`` x P apart along it, and both regions are single rows (their samples
+    spread less than ``ROW_SPREAD`` x P across the text) whose mean positions across the text
+    lie within ``ROW_PHASE`` x P. A block of rows is never joined: two blocks side by side
+    (columns, a side note against the main text) stay apart, and so do a block and a row
+    fragment beside it: a page number at the end of the first row (cremma 50_df850: 14 -> 11
+    matches when a single row could join a block), a crumb that widened the block's box and
+    moved its blob scale (poilus AN_0090-0: 9 samples, 24 -> 13 initial lines).
 
     Large cursive on widely spaced rows has word gaps of 3-4 H_cc, over the cut's 2.5 H_cc:
     each word became a region of its own with a line of its own (poilus wills, 57-64 lines
@@ -240,8 +239,16 @@ def row_join_edges(samples: np.ndarray, delaunay: np.ndarray, kept: np.ndarray, 
     spread = np.sqrt(np.maximum(np.bincount(label, v * v, n_regions) / count - mean**2, 0.0))
     single = spread <= ROW_SPREAD * pitch
     la, lb = label[cand[:, 0]], label[cand[:, 1]]
-    both = single[la] & single[lb] & (np.abs(mean[la] - mean[lb]) <= ROW_PHASE * pitch)
-    onto_block = (single[la] & ~single[lb] & (count[la] >= min_samples)) | (
-        single[lb] & ~single[la] & (count[lb] >= min_samples))
-    ok = both | onto_block
+    ok = single[la] & single[lb] & (np.abs(mean[la] - mean[lb]) <= ROW_PHASE * pitch)
     return RowJoin(deg, pitch, cand[ok].astype(np.int32))
+
+
+def single_rows(samples: np.ndarray, sample_region: np.ndarray, phis: np.ndarray,
+                pitches: tuple[RowPitch, ...]) -> np.ndarray:
+    """Which regions (bool ``(R,)``) are a single row: their samples spread less than
+    ``ROW_SPREAD`` x their row pitch across their text direction (standard deviation)."""
+    out = np.zeros(len(phis), bool)
+    for r, (phi, rp) in enumerate(zip(phis, pitches, strict=True)):
+        v = to_region_frame(samples[sample_region == r].astype(np.float64), float(phi))[:, 1]
+        out[r] = len(v) > 0 and math.isfinite(rp.pitch) and float(v.std()) <= ROW_SPREAD * rp.pitch
+    return out

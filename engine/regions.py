@@ -55,7 +55,7 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
     if params.row_join > 0 and len(triangles):
         # A word gap along a row is not a region boundary (engine.pitch.row_join_edges).
         joins = row_join_edges(samples, triangle_edges(triangles), edges, label, stats.h_cc,
-                               params.row_join, params.min_region_samples).edges
+                               params.row_join).edges
         if len(joins):
             edges = np.concatenate([edges, joins])
             label = _components(edges, n)

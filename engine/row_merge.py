@@ -9,7 +9,8 @@ within a region reaches. After EM, two lines of different regions merge when the
 same direction (``ANGLE_TOLERANCE``) and pass the row join's test
 (:func:`engine.pitch.row_join_edges`) as lines: where they meet, they lie less than
 ``ROW_PHASE`` x the row pitch apart across the text (the same row phase) and at most
-``row_merge`` x the pitch apart along it (``row_join``'s limit at stage 5). The merged line
+``row_merge`` x the pitch apart along it (``row_join``'s limit at stage 5), and both regions
+are single rows (a block of rows is never merged with a fragment beside it). The merged line
 is refitted to all its samples in the frame of its largest fragment's region. (The test of
 the merge within a region, ``merge_gap`` W_cc along and ``merge_offset`` H_cc across, merged a
 page number at the end of the first row across regions, cremma 50_df850: 14 -> 12 matches,
@@ -29,7 +30,7 @@ import numpy as np
 
 from .model import LineSet, Preparation, to_region_frame
 from .params import Parameters
-from .pitch import ROW_PHASE
+from .pitch import ROW_PHASE, single_rows
 from .regression import fit_lines
 
 #: Two fragments run in the same direction when their lines' angles on the page differ by
@@ -124,9 +125,15 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     alive = np.isfinite(ends[:, 0, 0])
     pitch = np.array([prep.row_pitch[r].pitch if r < len(prep.row_pitch) else math.nan
                       for r in lines.region], float)
+    # Only fragments of single rows (as the row join: a block of rows and a fragment beside
+    # it stay apart, a page number at the end of the first row).
+    single = single_rows(prep.samples, prep.sample_region, np.array([r.phi for r in prep.regions]),
+                         prep.row_pitch) if len(prep.row_pitch) == len(prep.regions) else np.zeros(
+                             len(prep.regions), bool)
     i, j = np.triu_indices(n, k=1)
     turn = np.abs((deg[i] - deg[j] + 90.0) % 180.0 - 90.0)
     pick = (lines.region[i] != lines.region[j]) & alive[i] & alive[j] & (turn <= ANGLE_TOLERANCE)
+    pick &= single[lines.region[i]] & single[lines.region[j]]
     i, j = i[pick], j[pick]
     if len(i) == 0:
         return root, []

@@ -42,8 +42,9 @@ def test_paper_preset_has_section_5_1_values() -> None:
     assert p.preset_name == "paper" and Parameters.from_json(p.to_json()) == p
     assert p.preset_summary() == "paper"
     assert p.replace(update_rule="bethe").preset_summary() == "paper + update_rule=bethe"
-    # Every switch of the preset differs from the default, except colour_non_text (off in both).
-    assert {name for name, *_ in Parameters().diff(p)} == set(PAPER) - {"colour_non_text"}
+    # Every switch of the preset differs from the default, except colour_non_text and
+    # sigma_t_pitch (off in both).
+    assert {name for name, *_ in Parameters().diff(p)} == set(PAPER) - {"colour_non_text", "sigma_t_pitch"}
 
 
 def test_paper_preset_collapses_on_a_synthetic_page() -> None:

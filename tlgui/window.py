@@ -911,6 +911,7 @@ class MainWindow(QMainWindow):
         with self._timed("background result"):
             self.session.set_finished(seg, rgba)
             self.canvas.set_labels(rgba)
+            self.canvas.set_merges(getattr(seg, "merges", ()))
         self._set_stage(f"finished in the background: {len(seg.lines)} lines")
         if not self.session.snapshots:
             self.plots.show_note("Run in the background: its EM iterations are not kept. Run shows them.")
@@ -1092,6 +1093,7 @@ class MainWindow(QMainWindow):
         with self._timed("finished"):
             self.session.set_finished(seg, rgba)
             self.canvas.set_labels(rgba)
+            self.canvas.set_merges(getattr(seg, "merges", ()))
         self._set_stage(f"finished: {len(seg.lines)} lines")
         if self.gt_labels is not None:
             self._score_ground_truth()
