@@ -94,6 +94,20 @@ def test_across_pitch_phase_and_no_rows() -> None:
     assert math.isnan(_pitch.across_pitch(rng.uniform(0.0, 360.0, 3000), 12.0)[0])
 
 
+def test_rows_in_pairs_give_the_row_pitch_not_its_double() -> None:
+    """Rows every 30 px, every other one twice as heavy (clouds drawn round two rows, long and
+    short rows alternating): the autocorrelation's highest peak is at 60 px, the pitch is 30."""
+    rng = np.random.default_rng(1)
+    row = rng.integers(0, 16, 6000)
+    row = np.concatenate([row, row[row % 2 == 0]])  # even rows hold twice the ink
+    v = 5.0 + 30.0 * row + rng.normal(0.0, 2.5, len(row))
+    from engine.initial_lines import line_pitch
+
+    profile = np.bincount(((v - v.min()) / 3.0).astype(int)).astype(float)
+    assert line_pitch(profile, 2, 80) * 3.0 == pytest.approx(60.0, abs=3.0)  # the double
+    assert _pitch.across_pitch(v, 12.0)[0] == pytest.approx(30.0, abs=0.6)
+
+
 # --------------------------------------------------------------------------- failure 1
 
 
