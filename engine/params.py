@@ -126,10 +126,14 @@ class Parameters:
     #: Regions with fewer samples join the nearest larger region.
     min_region_samples: int = 60
     #: A word gap is not a region boundary when the row continues at the same pitch phase:
-    #: Delaunay edges the cut removes that run along a row (ends less than a quarter of the
-    #: page's row pitch apart across the text) and are at most row_join x the row pitch
-    #: long are kept (engine.pitch.row_join_edges); 0 = off, the paper's cut. Not in the paper.
-    row_join: float = 1.0
+    #: Delaunay edges the cut removes between two single-row regions that run along a row
+    #: (ends less than a quarter of the page's row pitch apart across the text) and are at
+    #: most row_join x the row pitch long are kept (engine.pitch.row_join_edges); 0 = off, the
+    #: paper's cut. Not in the paper. The synthetic wide_words pages (word gaps of 4 H_cc, rows
+    #: 4.5 H_cc apart) need 0.91-1.0 (every row one region at 1.0, none at 0.9); on the 79 dev
+    #: pages no such edge joins two ground-truth lines at any length (docs/history.md), and
+    #: 1.0 and 1.5 gave the same scores on poilus-dev and cremma20.
+    row_join: float = 1.5
     # --- stage 6: initial lines ---------------------------------------------------------
     #: Std of the anisotropic Gaussian across the line, in H_cc (paper: 1/3).
     filter_sigma_across: float = 1.0 / 3.0
@@ -304,7 +308,7 @@ class Parameters:
     #: most row_merge x the row pitch apart along the row: a row's words that the region cut
     #: left in regions of their own (engine.row_merge); 0 = off. Not in the paper, which
     #: merges within a region.
-    row_merge: float = 1.0
+    row_merge: float = 1.5
     #: After EM, a row of whole-height components lying more than split_offset x H_cc across
     #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
     #: lines of their own in CREMMA's ground truth) becomes a line of its own; 0 = never.
