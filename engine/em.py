@@ -317,6 +317,7 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
         fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s)
         fit = _cap_sigma_t(fit, _region_cap(prep, st, params, floor_t))
         # A line with almost no posterior mass keeps its geometry; its prior says it is gone.
+        # (Issue 24's locked lines keep theirs too: they leave ``ok`` here, cap or none.)
         ok = np.isfinite(fit.a) & (fit.weight > 1.0)
         g = st.lines[ok]
         a[g], b[g], c[g], st_[g], ss_[g] = fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok]

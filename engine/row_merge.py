@@ -134,6 +134,7 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     turn = np.abs((deg[i] - deg[j] + 90.0) % 180.0 - 90.0)
     pick = (lines.region[i] != lines.region[j]) & alive[i] & alive[j] & (turn <= ANGLE_TOLERANCE)
     pick &= single[lines.region[i]] & single[lines.region[j]]
+    # (Issue 24's locked lines are never merged: their pairs leave ``pick`` here.)
     i, j = i[pick], j[pick]
     if len(i) == 0:
         return root, []
