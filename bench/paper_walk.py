@@ -48,6 +48,7 @@ STEPS: list[tuple[str, tuple[str, ...]]] = [
     ("+ min_region_samples, remove_diacritic_lines, remove_ownerless_lines, merge_initial_lines",
      ("min_region_samples", "remove_diacritic_lines", "remove_ownerless_lines", "merge_initial_lines")),
     ("+ blocks: linked_neighbours, block_boundaries", ("linked_neighbours", "block_boundaries")),
+    ("+ rows: row_join, row_merge, page_moments", ("row_join", "row_merge", "page_moments")),
     ("+ final_labelling = profile, follow_local_rows", ("final_labelling", "follow_local_rows")),
     ("+ front end: page_area, strip_strokes, label_non_text (= default)",
      ("page_area", "strip_strokes", "label_non_text", "colour_non_text")),

@@ -23,6 +23,7 @@ from . import message_passing as mp
 from .blocks import linked_lines
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
+from .pitch import sigma_t_cap
 from .regression import fit_from_moments, point_features
 from .unary import interline_space, log_unary_by_line
 
@@ -249,6 +250,79 @@ def _snapshot(prep: Preparation, states: list[_Region], lines: LineSet, iteratio
                     converged=converged)
 
 
+#: Floor of a moment measured on the page (engine.moments.MIN_MOMENT): a class no edge of
+#: the page falls in still has a finite theta.
+_MIN_PAGE_MOMENT = 1e-4
+
+
+def page_moments(states: list[_Region], default: np.ndarray) -> np.ndarray:
+    """The pairwise moments (fractions of MRF edges joining the same / adjacent / farther
+    lines) of the page's own graph under the starting lines: each sample on its most
+    probable line of the unary alone (iteration 0). ``default`` where the page has no edge.
+
+    The learnt moments are a mean over the development pages, where about 5 % of the
+    Delaunay edges join neighbouring rows. How many do depends on the page: on small
+    writing at a pitch of 2 H_cc, sampled at 5 %, a letter holds a few samples and a third
+    of the edges cross to the next row (tests/synthetic.py, "dense_rows": 0.67 / 0.33 /
+    0.00). Matched to 0.94 / 0.05 / 0.01 instead, theta_0 went to its bound (-10 nats) and
+    the pairwise term pulled each row's samples onto its neighbours' lines: sigma_t 5 ->
+    15-21 px, every line across two rows."""
+    counts = np.zeros(3)
+    for st in states:
+        if st.posterior.shape[0] == 0 or len(st.graph.pair) == 0:
+            continue
+        best = st.offsets + st.posterior.argmax(axis=0)
+        ends = st.graph.owner[st.graph.pair]  # (E, 2) samples of each edge
+        diff = np.minimum(np.abs(best[ends[:, 0]] - best[ends[:, 1]]), 2)
+        counts += np.bincount(diff, minlength=3)[:3]
+    if counts.sum() <= 0:
+        return default
+    mu = np.maximum(counts / counts.sum(), _MIN_PAGE_MOMENT)
+    return mu / mu.sum()
+
+
+#: The largest share of a page's MRF edges that join different lines among the pages the
+#: default moments were learnt on (resources/moments.json, "per_page": moc_train_14, 0.145;
+#: the other 53 pages 0.00-0.103). Measured under the starting lines, the 79 development
+#: pages give 0.003-0.128 (moc_train_14 again); the dense_rows synthetic page 0.33.
+LEARNT_MAX_APART = 0.145
+
+
+def moments_for_page(measured: np.ndarray, learnt: np.ndarray) -> np.ndarray:
+    """The moments EM matches on a page: the ``learnt`` ones, unless the page's own graph
+    under its starting lines (``measured``, :func:`page_moments`) puts more of its edges
+    between different lines than any page they were learnt on did (``LEARNT_MAX_APART``):
+    such a page (small writing on tight rows, a few samples per letter) is unlike them, and
+    its own moments are matched instead. On the development pages the learnt moments scored
+    better than each page's own (starting lines put a cloud's two rows on one line, or split
+    a side note: moc-train 230 -> 218 one-to-one matches, poilus-dev 283 -> 278, ahte-train
+    362 -> 365)."""
+    if measured[1] + measured[2] > LEARNT_MAX_APART:
+        return measured
+    return learnt
+
+
+def _region_cap(prep: Preparation, st: _Region, params: Parameters, floor_t: float) -> float:
+    """Largest sigma_t (pixels) of the lines of the region ``st``: ``sigma_t_pitch`` x its row
+    pitch (:mod:`engine.pitch`); infinite without a pitch or a cap."""
+    if params.sigma_t_pitch <= 0 or not prep.row_pitch or len(st.lines) < 2:
+        return np.inf
+    region = int(prep.sample_region[st.samples[0]]) if len(st.samples) else -1
+    if not 0 <= region < len(prep.row_pitch):
+        return np.inf
+    return sigma_t_cap(prep.row_pitch[region].pitch, params.sigma_t_pitch, floor_t)
+
+
+def _cap_sigma_t(fit, cap: float):
+    """``fit`` with every sigma_t at most ``cap`` (pixels). A line whose band spreads over its
+    neighbour's row takes that row's samples in the next E-step, and its band widens again:
+    on small tight rows (a pitch of 2 H_cc) sigma_t went from 5 to 15-21 px, more than half
+    the pitch, and each row's words were shared among neighbouring lines."""
+    if not np.isfinite(cap):
+        return fit
+    return fit._replace(sigma_t=np.minimum(fit.sigma_t, cap))
+
+
 def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Parameters) -> LineSet:
     a, b, c = lines.a.copy(), lines.b.copy(), lines.c.copy()
     st_, ss_, prior = lines.sigma_t.copy(), lines.sigma_s.copy(), lines.prior.copy()
@@ -261,7 +335,9 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
         features, origin = point_features(st.uv)
         moments = np.stack([st.line_sums(features[:, k]) for k in range(features.shape[1])], axis=1)
         fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s)
+        fit = _cap_sigma_t(fit, _region_cap(prep, st, params, floor_t))
         # A line with almost no posterior mass keeps its geometry; its prior says it is gone.
+        # (Issue 24's locked lines keep theirs too: they leave ``ok`` here, cap or none.)
         ok = np.isfinite(fit.a) & (fit.weight > 1.0)
         g = st.lines[ok]
         a[g], b[g], c[g], st_[g], ss_[g] = fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok]
@@ -358,6 +434,8 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
         if u.shape[0] and u.shape[1]:
             p = np.exp(u - u.max(axis=0))
             st.posterior[:] = p / p.sum(axis=0)
+    if params.page_moments:
+        moments = moments_for_page(page_moments(states, moments), moments)
     yield _snapshot(prep, states, lines, 0, None, theta, float("nan"), ll, t0, 0,
                     False, params.snapshot_top_k)
     total_sweeps = 0

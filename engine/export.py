@@ -714,7 +714,9 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
     h, w = labels.shape
     meta = dict(extra or {})
     meta.update({"lines": seg.lines.to_dict(), "n_lines": len(seg.lines), "image": str(image_filename),
-                 "shape": [int(h), int(w)]})
+                 "shape": [int(h), int(w)],
+                 # Which fragments were merged into which line, and why (engine.row_merge).
+                 "merges": [m.to_dict() for m in getattr(seg, "merges", ())]})
     targets = {kind: out / f"{stem}{suffix}" for kind, suffix in OUTPUT_SUFFIXES.items()}
     temps = {kind: _temp_name(p) for kind, p in targets.items()}
     done: list[Path] = []

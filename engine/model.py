@@ -206,6 +206,9 @@ class Preparation:
     #: ``SPECK_REACH`` x H_cc) and the nearest ink pixel of each, flat indices ``(n,)`` each
     #: (engine.postprocess.speck_owners): found while stages 2-6 run, read by stage 8.
     speck_owners: tuple[np.ndarray, np.ndarray] | None = None
+    #: Each region's row pitch (:class:`engine.pitch.RowPitch`, in region order): the
+    #: distance between its text rows, measured on its samples (or the page's at its angle).
+    row_pitch: tuple = ()
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""
@@ -272,6 +275,9 @@ class Segmentation:
     #: The lines EM started from (the prepared ones, a file's, or the user's edits), with
     #: their locked flags; None = not recorded.
     initial_lines: LineSet | None = None
+    #: Every merge of fragments into one line (:class:`engine.row_merge.FragmentMerge`: which
+    #: fragments were joined, where, and why), within a region and across regions.
+    merges: tuple = ()
 
 
 @dataclass(frozen=True)

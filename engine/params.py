@@ -53,6 +53,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "min_speck_area": (0, 10_000, True, True),
     "region_threshold": (0.5, 100.0, True, True),
     "min_region_samples": (1, 10**9, True, True),
+    "row_join": (0.0, 20.0, True, True),
+    "row_merge": (0.0, 20.0, True, True),
     "filter_sigma_across": (0.01, 10.0, True, True),
     "filter_sigma_along": (0.1, 100.0, True, True),
     "filter_size_across": (0.0, 10.0, True, True),
@@ -74,6 +76,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "mp_max_sweeps": (1, 10_000, True, True),
     "mp_tolerance": (1e-12, 1.0, True, True),
     "sigma_t_floor": (0.01, 10.0, True, True),
+    "sigma_t_pitch": (0.0, 1.0, True, True),
     "sigma_s_floor": (0.01, 100.0, True, True),
     "candidate_nats": (1.0, 1e4, True, True),
     "merge_gap": (0.0, 100.0, True, True),
@@ -133,6 +136,15 @@ class Parameters:
     region_threshold: float = 2.5
     #: Regions with fewer samples join the nearest larger region.
     min_region_samples: int = 60
+    #: A word gap is not a region boundary when the row continues at the same pitch phase:
+    #: Delaunay edges the cut removes between two single-row regions that run along a row
+    #: (ends less than a quarter of the page's row pitch apart across the text) and are at
+    #: most row_join x the row pitch long are kept (engine.pitch.row_join_edges); 0 = off, the
+    #: paper's cut. Not in the paper. The synthetic wide_words pages (word gaps of 4 H_cc, rows
+    #: 4.5 H_cc apart) need 0.91-1.0 (every row one region at 1.0, none at 0.9); on the 79 dev
+    #: pages no such edge joins two ground-truth lines at any length (docs/history.md), and
+    #: 1.0 and 1.5 gave the same scores on poilus-dev and cremma20.
+    row_join: float = 1.5
     # --- stage 6: initial lines ---------------------------------------------------------
     #: Std of the anisotropic Gaussian across the line, in H_cc (paper: 1/3).
     filter_sigma_across: float = 1.0 / 3.0
@@ -240,6 +252,12 @@ class Parameters:
     #: preset's (0.85, 0.13, 0.02) are a placeholder. Learn them from your own ground truth with
     #: ``tlseg learn-moments GT... --json FILE`` and use them with ``--moments FILE``.
     moments: tuple[float, float, float] = (0.9407, 0.0526, 0.0067)
+    #: Match theta to the moments of the page's own graph under its starting lines (the
+    #: unary's labels, EM's iteration 0: engine.em.page_moments) instead of ``moments`` when
+    #: that graph has more edges between lines than any page ``moments`` were learnt on
+    #: (engine.em.moments_for_page): small writing on tight rows. Not in the paper, which
+    #: learns them from a training set.
+    page_moments: bool = True
     #: E-step update: "bethe" (BP counting numbers, damped) or "convex" (paper, Algorithm 2).
     update_rule: str = "bethe"
     #: c_v of Algorithm 2 (convex rule only).
@@ -289,6 +307,11 @@ class Parameters:
     #: Variance floors: sigma_t >= sigma_t_floor x H_cc, sigma_s >= sigma_s_floor x W_cc.
     sigma_t_floor: float = 0.25
     sigma_s_floor: float = 1.0
+    #: Cap on sigma_t as a fraction of the region's row pitch (engine.pitch; 0 = no cap, the
+    #: paper): a line's band may not cover its neighbour's row. Not in the paper. Off by
+    #: default: at 0.25 on its own, moc-train lost 15 one-to-one matches (curved side notes
+    #: need a wide band; moc_train_8 9 -> 2), ahte-train gained 2, poilus-dev 1.
+    sigma_t_pitch: float = 0.0
     #: Lines whose unary is more than this many nats below a sample's best are pruned.
     candidate_nats: float = 30.0
     #: Each sample considers this many consecutive lines around its best one (labels are
@@ -321,6 +344,12 @@ class Parameters:
     merge_offset: float = 0.6
     merge_offset_pitch: float = 0.4
     merge_fragments: bool = True
+    #: After EM, lines of different regions that run in the same direction (within 10 deg)
+    #: merge when they lie at the same row phase (a quarter of the row pitch across) and at
+    #: most row_merge x the row pitch apart along the row: a row's words that the region cut
+    #: left in regions of their own (engine.row_merge); 0 = off. Not in the paper, which
+    #: merges within a region.
+    row_merge: float = 1.5
     #: After EM, a row of whole-height components lying more than split_offset x H_cc across
     #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
     #: lines of their own in CREMMA's ground truth) becomes a line of its own; 0 = never.
@@ -384,7 +413,7 @@ class Parameters:
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
                      "overlap_valleys", "pitch_line_height", "mp_warm_start", "linked_neighbours",
-                     "block_boundaries"):
+                     "block_boundaries", "page_moments"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -492,7 +521,7 @@ def read_moments(path: str | Path) -> tuple[float, float, float]:
 PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "page_area", "strip_strokes",
     "colour_non_text", "sample_ratio", "seed",
-    "region_threshold", "min_region_samples", "filter_sigma_across", "filter_sigma_along",
+    "region_threshold", "min_region_samples", "row_join", "filter_sigma_across", "filter_sigma_along",
     "filter_size_across", "filter_size_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
@@ -524,6 +553,9 @@ PAPER: dict[str, PaperValue] = {
     "label_non_text": PaperValue(False, "absent (§4.2 labels the sampled components only)",
                                  "words over a rule and specks, kept out of sampling, are given back "
                                  "to their line."),
+    "row_join": PaperValue(0.0, "§4.1: regions cut where triangles grow long (Xiao & Yan)",
+                           "the cut at a fixed multiple of H_cc made each word of widely spaced large "
+                           "cursive a region of its own, with a line of its own."),
     "min_region_samples": PaperValue(1, "§4.1 text regions (no merging of small regions)",
                                      "a region of a few samples is too small to fit a line to; it joins "
                                      "the nearest larger one."),
@@ -563,6 +595,9 @@ PAPER: dict[str, PaperValue] = {
                              "edge."),
     "prior_in_unary": PaperValue(False, "eq. ff3 (pi_l enters through theta_l only)",
                                  "the default weighs each line by pi_l in the unary, as in a mixture."),
+    "page_moments": PaperValue(False, "after eq. ff1: moments learnt from a training set",
+                               "the moments of a training set pulled each row of small tight writing "
+                               "onto its neighbours' lines (a third of the edges join rows there)."),
     "moments": PaperValue((0.85, 0.13, 0.02),
                           "after eq. ff1 and §5.1: learnt from ICDAR 2013's training set; the values "
                           "are NOT printed (these are a placeholder quoted elsewhere, of unknown origin; "
@@ -606,6 +641,11 @@ PAPER: dict[str, PaperValue] = {
                                 "variance floors keep a line fitted to one word from collapsing."),
     "sigma_s_floor": PaperValue(0.01, "eq. update1 (no floor; 0.01 is the smallest allowed)",
                                 "as sigma_t_floor."),
+    "row_merge": PaperValue(0.0, "§4.2 merges fragments within a region only",
+                            "a row's words in regions of their own kept a line each."),
+    "sigma_t_pitch": PaperValue(0.0, "eq. update1 (no cap on sigma_t)",
+                                "off in the default too: no cap separates a correct line's band from a "
+                                "dense row's on the dev pages."),
     "candidate_nats": PaperValue(1e4, "Algorithm 2 (every line; 1e4 nats: no floor in practice)",
                                  "lines 30 nats below a sample's best carry no information; the floor "
                                  "keeps messages finite."),

@@ -27,6 +27,7 @@ from . import graph as _graph
 from . import initial_lines as _initial
 from . import ink as _ink
 from . import io as _io
+from . import pitch as _pitch
 from . import postprocess as _post
 from . import regions as _regions
 from . import sampling as _sampling
@@ -119,13 +120,16 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
             sample_region, lines, regions = _blocks.refit_blocks(sample_region, refined, lines, regions, fit)
         edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
     tick("initial_lines")
+    row_pitch = _pitch.region_pitches(samples, sample_region, np.array([r.phi for r in regions]), stats.h_cc)
+    tick("row_pitch")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
                        regions=regions, initial_lines=lines, timings=timings, source=page.path,
                        component_heights=heights, component_boxes=boxes, page_area=found.page_area,
                        non_text=found.non_text, faint=found.faint,
-                       specks=found.specks, speck_owners=None if owners is None else owners.result())
+                       specks=found.specks, speck_owners=None if owners is None else owners.result(),
+                       row_pitch=row_pitch)
     if params.merge_initial_lines and len(lines):
         say("merge initial lines")
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
@@ -153,6 +157,11 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         out["speck_pixels"] = int(np.count_nonzero(prep.specks))
     if getattr(prep, "regions", None) is not None and getattr(prep, "samples", None) is not None:
         out["blocks"] = _blocks.block_summary(prep)
+    if getattr(prep, "row_pitch", ()):
+        # Each region's row pitch (pixels and H_cc, its angle and where it came from), and
+        # the page's: the median over the regions' own estimates (sample-weighted).
+        out["row_pitch"] = [p.to_dict(prep.stats.h_cc) for p in prep.row_pitch]
+        out["row_pitch_px"] = _pitch.page_pitch(prep)
     return out
 
 

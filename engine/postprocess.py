@@ -13,10 +13,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
+from . import row_merge as _row_merge
 from .arrays import nonzero_index, sorted_unique
 from .initial_lines import concat_lines, order_lines
 from .ink import RIM_REACH
@@ -65,9 +68,10 @@ def _extent(uv: np.ndarray, labels: np.ndarray, n_lines: int) -> tuple[np.ndarra
 
 
 def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float, w_cc: float,
-                params: Parameters) -> np.ndarray:
+                params: Parameters, record: list | None = None) -> np.ndarray:
     """Root line of every line ``(L,)`` after merging fragments (all lines of one region;
-    ``uv`` the region-frame positions of the samples, ``labels`` their line)."""
+    ``uv`` the region-frame positions of the samples, ``labels`` their line). ``record``: a
+    list to which each union is appended as ``(i, j, gap, offset, gap limit, offset limit)``."""
     n = len(lines)
     root = np.arange(n)
     if n < 2:
@@ -106,6 +110,9 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
         if a_ != b_ and not (locked[a_] and locked[b_]):
             root[max(a_, b_)] = min(a_, b_)
             locked[min(a_, b_)] |= locked[max(a_, b_)]
+            if record is not None:
+                record.append((int(i[k]), int(j[k]), float(gap[i[k], j[k]]), float(offset[i[k], j[k]]),
+                               params.merge_gap * w_cc, limit))
     return np.array([find(x) for x in range(n)])
 
 
@@ -710,7 +717,8 @@ def paper_labels(components: np.ndarray, samples: np.ndarray, sample_component: 
 
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segmentation:
     """Stage 8 on the state of ``snapshot``: returns the pixel labels and the final lines."""
-    final, sample_labels = consolidate_lines(prep, snapshot, params, split=True)
+    merges: list = []
+    final, sample_labels = consolidate_lines(prep, snapshot, params, split=True, record=merges)
     # final_labels gives an all-background map when no line survived.
     if params.final_labelling == "paper":
         labels = paper_labels(prep.components, prep.samples, prep.sample_component, prep.sample_region,
@@ -728,7 +736,8 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
             label_specks(labels, prep.specks, SPECK_REACH * prep.stats.h_cc, owners)
         if prep.non_text is not None or prep.faint is not None:
             label_non_text(labels, prep, final, sample_labels, params.merge_gap)
-    return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions)
+    return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions,
+                        merges=tuple(merges))
 
 
 def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:
@@ -997,8 +1006,8 @@ def _keep_locked(fit: LineFit, lines: LineSet, locked_of: np.ndarray, uv: np.nda
     return LineFit(a, b, c, st, ss, fit.weight)
 
 
-def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters, split: bool = False
-                      ) -> tuple[LineSet, np.ndarray]:
+def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters, split: bool = False,
+                      record: list | None = None) -> tuple[LineSet, np.ndarray]:
     """Stage 8 without the pixel labelling: surplus and diacritic lines removed, fragments
     merged, with ``split`` rows of writing split off their lines (see split_rows), lines
     refitted to their samples. Returns the lines (ordered by region, then across the text)
@@ -1011,7 +1020,11 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
 
     The clean-up of the initial lines before EM does not split: on the initial lines (fitted
     to the filter bank's blobs) it gave EM extra lines to start from, and on AHTE moc_train_2
-    EM ended with 6 more lines and 5 fewer matched (the same page split after EM: no change)."""
+    EM ended with 6 more lines and 5 fewer matched (the same page split after EM: no change).
+
+    After EM (``split``) with ``row_merge``, lines of different regions that continue each
+    other along a row merge too (:mod:`engine.row_merge`). ``record``: a list that receives
+    every merge of fragments as a :class:`engine.row_merge.FragmentMerge`."""
     lines = snapshot.lines
     if len(lines) == 0 or len(prep.samples) == 0:
         return LineSet.empty(lines.rotation_invariant), np.full(len(prep.samples), -1, np.int64)
@@ -1045,10 +1058,12 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         local = np.full(len(lines), -1, np.int64)
         local[own] = np.arange(len(own))
         lab = np.where(labels[members] >= 0, local[np.maximum(labels[members], 0)], -1)
+        lab_before = lab
         sub = lines.take(own)
         group = np.arange(len(own))
+        joined: list = []
         if params.merge_fragments:
-            root = merge_pairs(sub, uv, lab, prep.stats.h_cc, prep.stats.w_cc, params)
+            root = merge_pairs(sub, uv, lab, prep.stats.h_cc, prep.stats.w_cc, params, joined)
             _, group = np.unique(root, return_inverse=True)
             lab = np.where(lab >= 0, group[np.maximum(lab, 0)], -1)
         n_groups = int(group.max()) + 1
@@ -1085,5 +1100,21 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         new_parts.append(part.take(order))
         mapped = np.where(lab >= 0, remap[np.maximum(lab, 0)], -1)
         new_labels[members] = np.where(mapped >= 0, rank[np.maximum(mapped, 0)] + offset, -1)
+        if record is not None and joined:
+            final = np.where(remap >= 0, rank[np.maximum(remap, 0)] + offset, -1)
+            record.extend(_row_merge.within_region(sub, prep.samples[members], lab_before, joined, group,
+                                                   final, r))
         offset += len(order)
-    return concat_lines(new_parts, rot_inv), new_labels
+    final_lines = concat_lines(new_parts, rot_inv)
+    if split and params.row_merge > 0 and len(final_lines) > 1:
+        root, across = _row_merge.merge_across_regions(prep, final_lines, new_labels, params)
+        if across:
+            ends = _row_merge.line_ends(final_lines, prep.samples.astype(np.float64), new_labels)
+            regions_before = final_lines.region
+            final_lines, new_labels, new_of_old = _row_merge.apply_roots(prep, final_lines, new_labels, root,
+                                                                         params)
+            if record is not None:
+                record[:] = [dataclasses.replace(m, line=int(new_of_old[m.line]) if m.line >= 0 else -1)
+                             for m in record]
+                record.extend(_row_merge.across_regions(regions_before, ends, across, new_of_old))
+    return final_lines, new_labels

@@ -24,6 +24,7 @@ from .graph import triangle_edges
 from .initial_lines import _TARGET_HCC, PITCH_PER_LINE_HEIGHT, blob_elongation, line_pitch
 from .model import ComponentStats
 from .params import Parameters
+from .pitch import row_join_edges
 
 
 def region_threshold(stats: ComponentStats, params: Parameters) -> float:
@@ -53,6 +54,13 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
         kept = triangles
     edges = triangle_edges(kept)
     label = _components(edges, n)
+    if params.row_join > 0 and len(triangles):
+        # A word gap along a row is not a region boundary (engine.pitch.row_join_edges).
+        joins = row_join_edges(samples, triangle_edges(triangles), edges, label, stats.h_cc,
+                               params.row_join).edges
+        if len(joins):
+            edges = np.concatenate([edges, joins])
+            label = _components(edges, n)
     label = _merge_small(samples, label, params.min_region_samples)
     if (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
         # Blocks written at different angles that touch (a side note against the main text)

@@ -28,6 +28,16 @@ import numpy as np
 from scipy import ndimage
 
 KINDS: tuple[str, ...] = ("straight", "skewed", "curved", "touching", "two_columns", "two_orientations")
+#: Pages of the failures of issue 26, outside KINDS (their size and line count are their own):
+#: "wide_words", rows of large cursive words about 4 H_cc apart, the rows far enough apart
+#: that no triangle of 2.5 H_cc joins them; "dense_rows", 15 rows of small writing at a pitch of
+#: about 2 H_cc (the kind of page ICDAR 2013's contest is made of).
+ROW_KINDS: tuple[str, ...] = ("wide_words", "dense_rows")
+#: Page size of the ROW_KINDS at scale 1, pixels (width, height).
+_ROW_PAGE = {"wide_words": (1400, 1000), "dense_rows": (900, 700)}
+#: H_cc (the engine's area-weighted median component height) of this generator's cursive, in
+#: x-heights: 1.9-2.1 on the ROW_KINDS pages (tests/test_row_pitch.py measures it).
+HCC_PER_XHEIGHT = 2.0
 
 #: Page size at scale 1, pixels (width, height).
 PAGE_W, PAGE_H = 900, 700
@@ -111,6 +121,11 @@ class _Style:
     p_ascender: float = 0.12
     p_descender: float = 0.1
     p_dot: float = 0.5
+    #: Range of the blank between words, in x-heights (plus the pen's thickness).
+    word_gap: tuple[float, float] = (0.55, 1.0)
+    #: Letters written apart (print-like, each its own component; with this many x-heights
+    #: between them) instead of joined in one stroke per word; 0 = joined.
+    letter_gap: float = 0.0
 
 
 def _catmull_rom(points: np.ndarray, step: float = 1.0) -> np.ndarray:
@@ -163,6 +178,7 @@ def _write_line(rng: np.random.Generator, style: _Style, line: _Line
         keys = [(u, lift - rng.uniform(0.1, 0.4) * h)]
         x = u + 0.1 * h
         for w in widths:
+            first_key = len(keys)
             kind = str(rng.choice(_BODY))
             r = rng.random()
             if r < style.p_ascender:
@@ -187,10 +203,14 @@ def _write_line(rng: np.random.Generator, style: _Style, line: _Line
             if kind == "i" and rng.random() < style.p_dot:
                 v = -1.5 * h * size + lift
                 dots.append((x + 0.5 * w - word_slant * v, v, rng.uniform(0.08, 0.11) * h))
+            if style.letter_gap > 0:
+                strokes.append(_catmull_rom(np.asarray(keys[first_key:], dtype=float)))
+                x += style.letter_gap * h
             x += w
         keys.append((x + 0.15 * h, lift - rng.uniform(0.0, 0.3) * h))
-        strokes.append(_catmull_rom(np.asarray(keys, dtype=float)))
-        u = x + 0.15 * h + rng.uniform(0.55, 1.0) * h + style.thickness
+        if style.letter_gap <= 0:
+            strokes.append(_catmull_rom(np.asarray(keys, dtype=float)))
+        u = x + 0.15 * h + rng.uniform(*style.word_gap) * h + style.thickness
         if u >= line.length - 0.6 * h:
             break
     return strokes, dots, bottoms
@@ -273,7 +293,8 @@ def _mark(lines: list[_Line], block: int) -> list[_Line]:
 
 def _layout(kind: str, rng: np.random.Generator, scale: float) -> tuple[list[_Line], _Style]:
     """Place the lines of a page of ``kind``."""
-    width, height = PAGE_W * scale, PAGE_H * scale
+    page_w, page_h = _ROW_PAGE.get(kind, (PAGE_W, PAGE_H))
+    width, height = page_w * scale, page_h * scale
     h = rng.uniform(18.0, 24.0) * scale
     style = _Style(h=h, thickness=max(1, int(round(rng.uniform(2.0, 3.6) * scale))),
                    slant=rng.uniform(0.05, 0.3))
@@ -332,7 +353,26 @@ def _layout(kind: str, rng: np.random.Generator, scale: float) -> tuple[list[_Li
                                       theta, h, side), 1)
         return lines, style
 
-    raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+    if kind == "wide_words":
+        # Word gaps of 4 H_cc (the blank between words: the gap drawn plus the pen, less the
+        # word's lead-in and lead-out strokes), rows 4.5 H_cc apart (a blank of about 3 H_cc
+        # between the rows' ink).
+        style.word_gap = (4.0 * HCC_PER_XHEIGHT - 0.3, 4.0 * HCC_PER_XHEIGHT - 0.1)
+        pitch = 4.5 * HCC_PER_XHEIGHT * h
+        lines = _fitting_block(rng, 5, 5, page[2] - page[0], pitch, 0.0, h, page, align="top")
+        return lines, style
+
+    if kind == "dense_rows":
+        h = rng.uniform(8.5, 10.0) * scale
+        style = _Style(h=h, thickness=max(1, int(round(rng.uniform(1.4, 1.8) * scale))),
+                       slant=rng.uniform(0.05, 0.3), letter_gap=0.25)
+        margin = rng.uniform(30.0, 40.0) * scale
+        page = (margin, margin, width - margin, height - margin)
+        pitch = 2.4 * h  # letters apart: H_cc is about 1.2 x-heights, so about 2 H_cc
+        lines = _fitting_block(rng, 15, 15, page[2] - page[0], pitch, 0.0, h, page, align="top")
+        return lines, style
+
+    raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS + ROW_KINDS}")
 
 
 def _render(lines: list[_Line], style: _Style, rng: np.random.Generator, shape: tuple[int, int],
@@ -387,13 +427,14 @@ def make_page(kind: str, seed: int = 0, scale: float = 1.0) -> SyntheticPage:
     The page is about ``900 x 700 * scale`` px (W x H) with 6-10 lines (x-height 18-24 px * scale,
     pen 2-4 px * scale).  Same arguments give byte-identical arrays.
     """
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+    if kind not in KINDS + ROW_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS + ROW_KINDS}")
     if scale <= 0:
         raise ValueError(f"scale must be positive, got {scale}")
-    shape = (int(round(PAGE_H * scale)), int(round(PAGE_W * scale)))
+    page_w, page_h = _ROW_PAGE.get(kind, (PAGE_W, PAGE_H))
+    shape = (int(round(page_h * scale)), int(round(page_w * scale)))
     for attempt in range(20):
-        rng = np.random.default_rng([seed, attempt, KINDS.index(kind)])
+        rng = np.random.default_rng([seed, attempt, (KINDS + ROW_KINDS).index(kind)])
         lines, style = _layout(kind, rng, scale)
         image, labels = _render(lines, style, rng, shape, scale, touching=kind == "touching")
         present = np.bincount(labels.ravel(), minlength=len(lines) + 1)[1:]

@@ -60,6 +60,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "region_threshold": NotInPaper("§4.1 uses Xiao & Yan's image-dependent threshold, not given in "
                                    "the paper; the fixed cut stands in for it"),
     "min_region_samples": (1, "§4.1: no merging of small regions"),
+    "row_join": (0.0, "§4.1: regions cut where triangles grow long, no row join"),
     # stage 6: initial lines
     "filter_sigma_across": (1 / 3, "§5.1: vertical standard deviation 1/3 H_cc"),
     "filter_sigma_along": (10 / 3, "§5.1: horizontal standard deviation 10/3 W_cc"),
@@ -89,6 +90,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "r": (0.3, "§5.1: r = 0.3 (eq. ff2)"),
     "unary_form": ("paper", "eq. ff2 as printed"),
     "prior_in_unary": (False, "eq. ff3: the line probability enters through theta_l only"),
+    "page_moments": (False, "after eq. ff1: moments learnt from a training set, not the page"),
     "moments": ((0.85, 0.13, 0.02), "after eq. ff1 / §5.1: learnt from ICDAR 2013, not printed; "
                                     "a placeholder of unknown origin"),
     "update_rule": ("convex", "Algorithm 2"),
@@ -106,6 +108,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "theta_edge_sample": (0, "Algorithm 2: sum over all u"),
     "regression": ("paper", "eq. update1"),
     "sigma_t_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),
+    "sigma_t_pitch": (0.0, "eq. update1: no cap on sigma_t"),
     "sigma_s_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),
     "candidate_nats": (1e4, "Algorithm 2: every line (no floor)"),
     "label_window": (0, "Algorithm 2: every label"),
@@ -114,6 +117,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "label_tolerance": (0.0, "§5.1: the KL criterion only"),
     # stage 8
     "epsilon": (1e-3, "§5.1: epsilon = 1e-3"),
+    "row_merge": (0.0, "§4.2 merges fragmented lines within a region only"),
     "merge_gap": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),
     "merge_offset": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),
     "merge_offset_pitch": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),

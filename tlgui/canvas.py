@@ -46,20 +46,21 @@ N_LEVELS = 64
 POSTERIOR_MODES = ("argmax", "selected", "entropy")
 
 LAYERS = ("page", "pagearea", "labels", "ink", "nontext", "regions", "graph", "samples", "posterior",
-          "initial", "lines", "mismatch", "truth")
+          "initial", "lines", "merges", "mismatch", "truth")
 #: Layer -> (shown at start, opacity at start).
 LAYER_DEFAULTS: dict[str, tuple[bool, float]] = {
     "page": (True, 1.0), "pagearea": (True, 0.9), "labels": (True, 0.55), "ink": (False, 0.6),
     "nontext": (False, 0.7), "regions": (True, 0.8),
     "graph": (False, 0.5), "samples": (False, 0.8), "posterior": (True, 0.9),
-    "initial": (True, 0.9), "lines": (True, 0.8), "mismatch": (True, 0.8), "truth": (True, 0.9),
+    "initial": (True, 0.9), "lines": (True, 0.8), "merges": (True, 0.9), "mismatch": (True, 0.8),
+    "truth": (True, 0.9),
 }
 LAYER_TITLES = {
     "page": "Page", "pagearea": "Page area", "labels": "Final labels", "ink": "Ink mask",
     "nontext": "Non-text ink", "regions": "Text regions",
     "graph": "Delaunay graph", "samples": "Samples", "posterior": "Posterior",
-    "initial": "Initial lines", "lines": "Lines + σt bands", "mismatch": "GT: unmatched result lines",
-    "truth": "GT: line outlines",
+    "initial": "Initial lines", "lines": "Lines + σt bands", "merges": "Merged fragments",
+    "mismatch": "GT: unmatched result lines", "truth": "GT: line outlines",
 }
 
 
@@ -194,6 +195,12 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.selected_item.setPen(pen)
         self.selected_item.setZValue(20)
         self.view.addItem(self.selected_item)
+        # Fragments merged into one line in stage 8 (engine.row_merge): each fragment's
+        # extent, and a dotted link across the gap between them.
+        self.merges_item = pg.PlotCurveItem(pen=pg.mkPen("#ff00c8", width=3))
+        self._add("merges", self.merges_item, 8.5)
+        self.merge_links_item = pg.PlotCurveItem(pen=pg.mkPen("#ff00c8", width=2, style=Qt.PenStyle.DotLine))
+        self._add("merges", self.merge_links_item, 8.5)
         self.mismatch_item = FastImageItem(autoDownsample=True)
         self._add("mismatch", self.mismatch_item, 9)
         # The ground truth's lines as outlines: green where a result line matched one-to-one,
@@ -273,6 +280,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.posterior_item.clear()
         self.set_initial_lines(np.zeros((0, 2, 2)))
         self._clear_lines()
+        self.set_merges(())
 
     def set_prep(self, prep: Preparation, geometry: PrepGeometry | None = None) -> None:
         """The preparation of the shown page: samples, graph, regions, ink.  ``geometry`` is
@@ -295,6 +303,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._clear_lines()
         self.labels_item.clear()
         self.mismatch_item.clear()
+        self.set_merges(())
         for name in ("samples", "graph", "ink", "nontext", "posterior"):
             self._update(name)
         self._warm_timer.start()
@@ -341,6 +350,23 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         for key, item in self.truth_items.items():
             segs = np.zeros((0, 2, 2)) if outlines is None else outlines.get(key, np.zeros((0, 2, 2)))
             item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+
+    def set_merges(self, merges: object) -> None:
+        """Show the merges of fragments of a result (``Segmentation.merges``): each fragment's
+        extent, and the link between the nearest ends of the two fragments."""
+        parts, links = [], []
+        for m in merges or ():
+            a, b = np.asarray(m.fragments[0], float), np.asarray(m.fragments[1], float)
+            parts += [a, b]
+            d = np.linalg.norm(a[:, None, :] - b[None, :, :], axis=2)
+            i, j = np.unravel_index(int(np.argmin(d)), d.shape)
+            links.append(np.stack([a[i], b[j]]))
+        for item, segs in ((self.merges_item, parts), (self.merge_links_item, links)):
+            if segs:
+                arr = np.asarray(segs, float)
+                item.setData(arr[..., 0].ravel(), arr[..., 1].ravel(), connect="pairs")
+            else:
+                item.setData([], [])
 
     def set_mismatch(self, rgba: np.ndarray | list[np.ndarray] | None) -> None:
         if rgba is None:

@@ -11,8 +11,14 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QStatus
 
 
 def scale_text(prep: Any) -> str:
-    """The status bar's scale field: ``H_cc 38 px · W_cc 90 px · page 78 %``."""
+    """The status bar's scale field: ``H_cc 38 px · W_cc 90 px · row pitch 80 px (2.1 H_cc) · page 78 %``."""
     text = f"H_cc {prep.stats.h_cc:.0f} px · W_cc {prep.stats.w_cc:.0f} px"
+    if getattr(prep, "row_pitch", ()):
+        from engine.pitch import page_pitch
+
+        pitch = page_pitch(prep)
+        if pitch is not None:
+            text += f" · row pitch {pitch:.0f} px ({pitch / max(prep.stats.h_cc, 1e-9):.1f} H_cc)"
     area = getattr(prep, "page_area", None)
     if area is not None and area.size:
         text += f" · page {100.0 * np.count_nonzero(area) / area.size:.0f} %"

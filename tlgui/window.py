@@ -538,11 +538,13 @@ class MainWindow(QMainWindow):
 
     def _show_finished(self, seg: Any, rgba: Any) -> None:
         self.canvas.set_labels(rgba)
+        self.canvas.set_merges(getattr(seg, "merges", ()))
         self._set_stage(f"finished: {len(seg.lines)} lines")
         self.truth.score()
 
     def _show_background_result(self, _index: int, seg: Any, rgba: Any) -> None:
         self.canvas.set_labels(rgba)
+        self.canvas.set_merges(getattr(seg, "merges", ()))
         self._set_stage(f"finished in the background: {len(seg.lines)} lines")
         if not self.session.snapshots:
             self.plots.show_note("Run in the background: its EM iterations are not kept. Run shows them.")
