@@ -175,6 +175,17 @@ def test_noop_edits_give_identical_labels_on_the_sample_page():
     assert np.array_equal(labels_from(prep, restored).labels, unedited)
 
 
+def test_lock_changed_locks_drawn_and_moved_lines_only(prep):
+    original = prep.initial_lines
+    moved = edits.move_line(prep, original, 2, original.segments()[2] + [0.0, 3.0])
+    drawn = edits.add_line(prep, moved, original.segments()[4] + [0.0, prep.stats.h_cc / 2])
+    locked = edits.lock_changed(original, drawn)
+    assert np.flatnonzero(locked.locked).tolist() == [2, len(drawn) - 1]
+    # A move undone is the original row again: nothing is locked, the labels stay the same.
+    back = edits.restore_unchanged(original, edits.move_line(prep, moved, 2, original.segments()[2]))
+    assert edits.lines_equal(edits.lock_changed(original, back), original)
+
+
 # ----------------------------------------------------------------------------- locked lines
 
 
