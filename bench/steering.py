@@ -27,7 +27,6 @@ import csv
 import json
 import multiprocessing
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -95,9 +94,9 @@ def ground_truth(gt: Path, image: Path, shape: tuple[int, int]) -> tuple[Any, An
     return truth, scored_pixels(truth, ink, False)
 
 
-def run_page(task: tuple[str, str, str, str, str]) -> dict[str, Any]:
+def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
     """Prepare one page, run the four variants, score each; in a fresh process."""
-    set_name, image, gt, params_json, scratch = task
+    set_name, image, gt, params_json = task
     row: dict[str, Any] = {"set": set_name, "page": Path(image).stem, "status": "ok", "error": ""}
     try:
         import numpy as np
@@ -204,20 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         sets = {name: pages[: args.limit] for name, pages in sets.items()}
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="tlgui-steering-") as scratch:
-        tasks = [(name, str(image), str(gt), params.to_json(), scratch)
-                 for name, pages in sets.items() for image, gt in pages]
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(processes=max(1, args.jobs), maxtasksperchild=1) as pool:
-            for row in pool.imap_unordered(run_page, tasks):
-                rows.append(row)
-                if row["status"] == "ok":
-                    scores = " ".join(f"{v}={100 * row[v][0].fm:.1f}" for v in VARIANTS)
-                    print(f"  {row['set']}/{row['page']}: {scores} same={row['noop_identical']} "
-                          f"[{len(rows)}/{len(tasks)}]", file=sys.stderr, flush=True)
-                else:
-                    print(f"  {row['set']}/{row['page']}: FAILED {row['error']} [{len(rows)}/{len(tasks)}]",
-                          file=sys.stderr, flush=True)
+    tasks = [(name, str(image), str(gt), params.to_json()) for name, pages in sets.items() for image, gt in pages]
+    # One fresh process per page, as run_bench.py: nothing is cached from page to page.
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(processes=max(1, args.jobs), maxtasksperchild=1) as pool:
+        for row in pool.imap_unordered(run_page, tasks):
+            rows.append(row)
+            if row["status"] == "ok":
+                scores = " ".join(f"{v}={100 * row[v][0].fm:.1f}" for v in VARIANTS)
+                print(f"  {row['set']}/{row['page']}: {scores} same={row['noop_identical']} "
+                      f"[{len(rows)}/{len(tasks)}]", file=sys.stderr, flush=True)
+            else:
+                print(f"  {row['set']}/{row['page']}: FAILED {row['error']} [{len(rows)}/{len(tasks)}]",
+                      file=sys.stderr, flush=True)
     order = {(t[0], Path(t[1]).stem): i for i, t in enumerate(tasks)}
     rows.sort(key=lambda r: order[(r["set"], r["page"])])
     write_csv(args.out, rows)

@@ -279,3 +279,21 @@ def lines_equal(a: LineSet, b: LineSet) -> bool:
     # Bytes, not values: -0.0 and 0.0, or two NaNs, are not the same row.
     return all(getattr(a, n).tobytes() == getattr(b, n).tobytes() for n in
                ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked"))
+
+
+def lock_changed(original: LineSet, lines: LineSet) -> LineSet:
+    """``lines`` with every row that is not, bit for bit, a row of ``original`` locked: the
+    lines the user drew or moved (after :func:`restore_unchanged`, so an edit undone stays
+    an unlocked original row). Issue 24's steering study locks such lines by default: from
+    the ground truth's lines, free EM drifts off them, locked they hold."""
+    if len(lines) == 0:
+        return lines
+    known = {tuple(getattr(original, n)[i].tobytes() for n in _FIELDS) for i in range(len(original))}
+    changed = np.array([tuple(getattr(lines, n)[i].tobytes() for n in _FIELDS) not in known
+                        for i in range(len(lines))])
+    if not (changed & ~lines.locked).any():
+        return lines
+    return set_locked(lines, changed, True)
+
+
+_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked")

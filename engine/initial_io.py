@@ -36,8 +36,18 @@ import numpy as np
 from lxml import etree
 
 from . import edits
-from .groundtruth import _ALTO_NS, _PAGE_NS, GroundTruthError, _attr_size, _parse_points, rasterise, read_label_map
+from .groundtruth import (
+    _ALTO_NS,
+    _PAGE_NS,
+    GroundTruthError,
+    _attr_size,
+    _parse_points,
+    rasterise,
+    read_label_map,
+)
+from .io import exif_orientation, orient_like_exif
 from .model import LineSet, Preparation
+from .regression import fit_from_moments
 
 #: Fewest ink pixels of a line for its own axis and spread to be measured from them (and of
 #: a label for it to be a line at all).
@@ -116,10 +126,8 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
 
 
 def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each label ``1..n``'s axis from its pixels in ``labels`` ``(H, W)``: the principal
-    axis through their centroid, over ``+- 2`` standard deviations along it (the extent the
-    M-step gives a line fitted to that ink). Returns the segments ``(n, 2, 2)``, the spread
-    across ``(n,)`` (pixels) and the pixel counts ``(n,)``; NaN segments for empty labels."""
+    """Each label ``1..n``'s centroid ``(n, 2)`` [x, y], second moments ``(n, 3)`` [Sxx, Sxy,
+    Syy] about it (pixels squared) and pixel count ``(n,)`` in ``labels`` ``(H, W)``."""
     flat = labels.ravel()
     idx = np.flatnonzero((flat > 0) & (flat <= n))
     lab = flat[idx].astype(np.int64)
@@ -133,17 +141,32 @@ def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.n
     mx, my = mean(xs.astype(np.float64)), mean(ys.astype(np.float64))
     # Centred second moments (per label, about its own centroid) for accuracy far from 0.
     dx, dy = xs - mx[lab - 1], ys - my[lab - 1]
-    sxx, sxy, syy = mean(dx * dx), mean(dx * dy), mean(dy * dy)
-    angle = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
-    cos, sin = np.cos(angle), np.sin(angle)
-    var_along = sxx * cos**2 + 2.0 * sxy * sin * cos + syy * sin**2
-    var_across = sxx * sin**2 - 2.0 * sxy * sin * cos + syy * cos**2
-    half = 2.0 * np.sqrt(np.maximum(var_along, 0.0))
-    centre = np.stack([mx, my], axis=1)
-    direction = np.stack([cos, sin], axis=1)
-    segs = np.stack([centre - half[:, None] * direction, centre + half[:, None] * direction], axis=1)
-    segs[count == 0] = np.nan
-    return segs, np.sqrt(np.maximum(var_across, 0.0)), count
+    return np.stack([mx, my], axis=1), np.stack([mean(dx * dx), mean(dx * dy), mean(dy * dy)], axis=1), count
+
+
+def ink_lines(prep: Preparation, centre: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The line the M-step fits to each of L pieces of ink given by its centroid ``(L, 2)``
+    and second moments ``(L, 3)`` (:func:`pixel_axes`): in the frame of the region the
+    samples nearest the centroid are in, :func:`engine.regression.fit_from_moments` (the
+    principal axis, or the least-squares slope when the ink spreads more across the text
+    than along it: a short line of tall letters). Returns its segment ``(L, 2, 2)`` (over
+    ``+- 2 sigma_s``) and ``sigma_t`` ``(L,)``."""
+    rot_inv = prep.params.regression == "rotation_invariant"
+    segs = np.zeros((len(centre), 2, 2))
+    sigma_t = np.zeros(len(centre))
+    for k in range(len(centre)):  # lines of one page: a few dozen
+        phi = float(prep.regions[edits.region_of(prep, centre[k])].phi)
+        c, s = np.cos(phi), np.sin(phi)
+        rot = np.array([[c, s], [-s, c]])  # page (x, y) -> region frame (u, v)
+        cov = rot @ np.array([[second[k, 0], second[k, 1]], [second[k, 1], second[k, 2]]]) @ rot.T
+        origin = rot @ centre[k]
+        moments = np.array([[1.0, 0.0, 0.0, cov[0, 0], cov[0, 1], cov[1, 1]]])
+        fit = fit_from_moments(moments, origin, rot_inv, 0.0, 0.0)
+        line = LineSet(fit.a, fit.b, fit.c, fit.sigma_t, fit.sigma_s, np.ones(1), np.zeros(1, np.int32),
+                       np.array([phi]), rot_inv)
+        segs[k] = line.segments()[0]
+        sigma_t[k] = float(fit.sigma_t[0])
+    return segs, sigma_t
 
 
 def _straight(points: np.ndarray) -> np.ndarray:
@@ -329,6 +352,29 @@ def _alto_lines(path: Path, root: etree._Element, ns: str, shape: tuple[int, int
     return out, size, scale
 
 
+def _stored_to_shown(prep: Preparation, stored: tuple[int, int]):
+    """For a page EXIF turns by 90 degrees (orientation 5-8) whose stored pixels are
+    ``stored`` (H, W): the map of stored (x, y) points ``(n, 2)`` onto the page as shown
+    (as :func:`engine.io.load_page` turns it); None for any other page. Files drawn by tools
+    that ignore the tag hold the stored frame (poilus AD78_0005-0's ground truth)."""
+    orientation = exif_orientation(prep.source) if prep.source else 1
+    if orientation < 5 or tuple(stored) != (prep.shape[1], prep.shape[0]):
+        return None
+    hs, ws = stored
+    # Where each shown corner's pixel was stored: three corners fix the (affine) map.
+    xs = orient_like_exif(np.broadcast_to(np.arange(ws), (hs, ws)), orientation)
+    ys = orient_like_exif(np.broadcast_to(np.arange(hs)[:, None], (hs, ws)), orientation)
+    h, w = prep.shape
+    shown = np.array([[0, 0], [w - 1, 0], [0, h - 1]], np.float64)
+    src = np.array([[xs[int(y), int(x)], ys[int(y), int(x)]] for x, y in shown], np.float64)
+    affine = np.linalg.solve(np.c_[src, np.ones(3)], shown)  # (3, 2): [x, y, 1] @ affine
+
+    def to_page(points: np.ndarray) -> np.ndarray:
+        return np.c_[points, np.ones(len(points))] @ affine
+
+    return to_page
+
+
 def _from_xml(path: Path, prep: Preparation) -> LineSet:
     root = _xml_root(path)
     qname = etree.QName(root)
@@ -339,15 +385,21 @@ def _from_xml(path: Path, prep: Preparation) -> LineSet:
         found, size, scale = _alto_lines(path, root, ns, prep.shape)
     else:
         raise _fail(path, f"unknown XML root <{local}> in namespace '{ns or 'none'}': expected PAGE (PcGts) or ALTO")
+    to_page = None
     if size is not None and size != tuple(prep.shape):
-        raise _fail(path, f"the XML describes a {size[1]} x {size[0]} (W x H) page but the page is "
-                          f"{prep.shape[1]} x {prep.shape[0]}")
+        to_page = _stored_to_shown(prep, size)
+        if to_page is None:
+            raise _fail(path, f"the XML describes a {size[1]} x {size[0]} (W x H) page but the page is "
+                              f"{prep.shape[1]} x {prep.shape[0]}")
     h, w = prep.shape
     kept = []
     for line_id, polygon, baseline, locked in found:
         if scale is not None:
             polygon = None if polygon is None else polygon * scale
             baseline = None if baseline is None else baseline * scale
+        if to_page is not None:  # drawn on the stored pixels of a page EXIF turns
+            polygon = None if polygon is None else to_page(polygon)
+            baseline = None if baseline is None else to_page(baseline)
         if baseline is not None and (len(baseline) < 2 or np.ptp(baseline, axis=0).max() < 1.0):
             baseline = None  # a point, not a line: use the polygon
         if polygon is not None and len(polygon) < 3:
@@ -365,8 +417,8 @@ def _from_xml(path: Path, prep: Preparation) -> LineSet:
     areas = rasterise([kept[k][1] for k in with_polygon], prep.shape) if with_polygon else None
     if areas is not None:
         areas[~prep.ink] = 0
-    axes, spread, count = (pixel_axes(areas, len(with_polygon)) if areas is not None
-                           else (np.zeros((0, 2, 2)), np.zeros(0), np.zeros(0)))
+    centre, second, count = (pixel_axes(areas, len(with_polygon)) if areas is not None
+                             else (np.zeros((0, 2)), np.zeros((0, 3)), np.zeros(0)))
     slot = {k: j for j, k in enumerate(with_polygon)}
     own_ink = _label_pixels(areas, len(with_polygon)) if areas is not None else []
     page_ink = None
@@ -382,14 +434,14 @@ def _from_xml(path: Path, prep: Preparation) -> LineSet:
                 page_ink = np.stack([xs, ys], axis=1)
             seg, st = baseline_to_centre(_straight(baseline), own,
                                          page_ink if page_ink is not None else np.zeros((0, 2)), prep.stats.h_cc)
-        elif count[j] >= MIN_LINE_PIXELS:
-            seg, st = axes[j], spread[j]  # the axis of the ink inside the polygon
+        elif count[j] >= MIN_LINE_PIXELS:  # the line through the ink inside the polygon
+            segs, sts = ink_lines(prep, centre[j:j + 1], second[j:j + 1])
+            seg, st = segs[0], sts[0]
         else:  # a polygon over no ink: the polygon's own axis
-            mask = rasterise([polygon], prep.shape)
-            seg_p, st_p, n_p = pixel_axes(mask, 1)
+            c_p, m_p, n_p = pixel_axes(rasterise([polygon], prep.shape), 1)
             if n_p[0] == 0:
                 continue
-            seg, st = seg_p[0], float("nan")
+            seg, st = ink_lines(prep, c_p, m_p)[0][0], float("nan")
         segments.append(seg)
         sigma_t.append(st)
         flags.append(locked)
@@ -411,13 +463,20 @@ def _label_pixels(labels: np.ndarray, n: int) -> list[np.ndarray]:
 
 
 def _from_labels(path: Path, prep: Preparation) -> LineSet:
-    labels = read_label_map(path, shape=prep.shape)  # renumbered 1..n, value order
+    try:
+        labels = read_label_map(path, shape=prep.shape)  # renumbered 1..n, value order
+    except GroundTruthError:
+        stored = (prep.shape[1], prep.shape[0])
+        if _stored_to_shown(prep, stored) is None:
+            raise
+        # Labels of the stored pixels of a page EXIF turns: turned with the page.
+        labels = orient_like_exif(read_label_map(path, shape=stored), exif_orientation(prep.source))
     n = int(labels.max(initial=0))
     if n == 0:
         return LineSet.empty(prep.params.regression == "rotation_invariant")
-    segs, spread, count = pixel_axes(labels, n)
+    centre, second, count = pixel_axes(labels, n)
     # A label of a few pixels is no text line (ahte-train moc_test_7's ground truth holds a
     # one-pixel "line"; locked, it took 5k pixels of the line beside it).
     ok = count >= MIN_LINE_PIXELS
-    st = np.where(count >= MIN_LINE_PIXELS, spread, np.nan)
-    return lines_from_page_segments(prep, segs[ok], st[ok], np.zeros(int(ok.sum()), bool))
+    segs, st = ink_lines(prep, centre[ok], second[ok])
+    return lines_from_page_segments(prep, segs, st, np.zeros(int(ok.sum()), bool))

@@ -273,10 +273,11 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     moves (pieces of a component split between lines are the final labelling's business),
     and only where more ink than its own defines the row it leaves. ``fixed``: ``(n_groups,
     2)``, the ``(a, b)`` of the locked line a group is (NaN: a free group; issue 24): the user
-    said where that row is, so a component leaves it only when it also lies off the locked
-    line itself (a row estimated from a few components is no reason to doubt the user: poilus
-    AD78_0018-0 with the ground truth's lines locked, the signature's flourish left its line
-    for the row above, FM 0.73)."""
+    said where that row is, so a component leaves it only when it lies off the locked line
+    itself too, and for a line whose local row is nearer than both (a row estimated from a
+    few components is no reason to doubt the user: poilus AD78_0018-0 with the ground
+    truth's lines locked, the signature's flourish left its line for the row above, FM 0.73;
+    0.87 with both rules)."""
     lab = lab.copy()
     big = (lab >= 0) & ~small
     if n_groups < 2 or not big.any():
@@ -297,15 +298,17 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
         d_own[lo:hi] = np.abs(off[lo:hi] - row)
     owner = w > 0.5 * np.bincount(c_of, weights=w)[c_of]
     cand = owner & (d_own > _OFF_ROW * h_cc) & (support >= w)
+    d_from = d_own
     if fixed is not None and np.isfinite(fixed[:, 0]).any():  # issue 24, see above
         a_fix, b_fix = fixed[g_of, 0], fixed[g_of, 1]
         with np.errstate(invalid="ignore"):
-            on_locked = np.abs(cv - (a_fix * cu + b_fix)) <= _OFF_ROW * h_cc
-        cand &= ~on_locked  # NaN (a free group) compares False: unaffected
+            d_locked = np.abs(cv - (a_fix * cu + b_fix))
+        cand &= ~(d_locked <= _OFF_ROW * h_cc)  # NaN (a free group) compares False: unaffected
+        d_from = np.where(np.isfinite(d_locked), np.fmin(d_own, d_locked), d_own)
     cand = np.flatnonzero(cand)
     if len(cand) == 0:
         return lab
-    d_best = d_own[cand].copy()
+    d_best = d_from[cand].copy()
     best = g_of[cand].copy()
     for g in fitted:
         lo, hi = starts[g], starts[g + 1]

@@ -104,3 +104,17 @@ def test_the_sample_pages_first_row_keeps_its_sagging_end() -> None:
     assert np.mean(with_rows[end] == row1) > 0.9
     # Without the local rows, EM's straight lines leave most of the end to the second row.
     assert np.mean(without[end] == owner(without, second)) > 0.5
+
+
+@pytest.mark.parametrize("locked_v, stays", [(150.0, True), (157.0, True), (200.0, False)])
+def test_a_locked_line_keeps_the_components_near_it(locked_v: float, stays: bool) -> None:
+    # Issue 24: row 1 is a locked line at v = locked_v. The sagging word (centre v 144.5,
+    # 14-15 px from row 0's local row there) stays when the locked line passes within half a
+    # text height of it (150), or nearer than row 0's local row (157: 12.5 px); a locked
+    # line far from it (200, where row 1's words are) does not keep it.
+    uv, comp, lab = _rows(_two_rows(145.0))
+    fixed = np.array([[np.nan, np.nan], [0.0, locked_v]])
+    out = follow_local_rows(uv, comp, np.zeros(len(lab), bool), lab, 2, H_CC, W_CC, fixed)
+    last = comp == comp.max()
+    assert (out[last] == (1 if stays else 0)).all()
+    assert (out[~last] == lab[~last]).all()

@@ -175,6 +175,17 @@ def test_noop_edits_give_identical_labels_on_the_sample_page():
     assert np.array_equal(labels_from(prep, restored).labels, unedited)
 
 
+def test_lock_changed_locks_drawn_and_moved_lines_only(prep):
+    original = prep.initial_lines
+    moved = edits.move_line(prep, original, 2, original.segments()[2] + [0.0, 3.0])
+    drawn = edits.add_line(prep, moved, original.segments()[4] + [0.0, prep.stats.h_cc / 2])
+    locked = edits.lock_changed(original, drawn)
+    assert np.flatnonzero(locked.locked).tolist() == [2, len(drawn) - 1]
+    # A move undone is the original row again: nothing is locked, the labels stay the same.
+    back = edits.restore_unchanged(original, edits.move_line(prep, moved, 2, original.segments()[2]))
+    assert edits.lines_equal(edits.lock_changed(original, back), original)
+
+
 # ----------------------------------------------------------------------------- locked lines
 
 
@@ -249,8 +260,15 @@ def test_a_free_duplicate_joins_a_locked_line_and_two_locked_lines_never_merge(p
 
 
 def _pixel_axes(page):
-    segs, _, _ = initial_io.pixel_axes(page.labels, page.n_lines)
-    return segs
+    """Each line's ink axis: the principal axis of its pixels through their centroid."""
+    segs = []
+    for k in range(page.n_lines):
+        ys, xs = np.nonzero(page.labels == k + 1)
+        xy = np.stack([xs, ys], axis=1).astype(float)
+        centre = xy.mean(axis=0)
+        direction = np.linalg.eigh(np.cov((xy - centre).T))[1][:, -1]
+        segs.append([centre - 100 * direction, centre + 100 * direction])
+    return np.array(segs)
 
 
 def _polygon(page, k):
@@ -361,6 +379,51 @@ def _across(page, k):
 def edits_lines(prep, segments):
     return initial_io.lines_from_page_segments(prep, segments, np.full(len(segments), np.nan),
                                                np.zeros(len(segments), bool))
+
+
+def test_a_short_line_of_tall_ink_reads_along_the_text(page, prep, tmp_path):
+    """A label whose ink spreads more across the text than along it (a line of one tall
+    letter) is read as the M-step would fit it, along the text, not up its principal axis."""
+    labels = page.labels.astype(np.uint8)
+    y, x = np.nonzero(labels == 2)
+    cx, cy = int(x.mean()), int(y.mean())
+    labels[labels == 2] = 0
+    labels[cy - 20:cy + 20, cx - 5:cx + 5] = 2  # 10 px wide, 40 px tall
+    path = tmp_path / "short.png"
+    cv2.imwrite(str(path), labels)
+    lines = read_initial_lines(path, prep)
+    seg = lines.segments()[np.argmin(np.abs(lines.segments().mean(axis=1) - [cx, cy]).sum(axis=1))]
+    d = seg[1] - seg[0]
+    assert abs(np.degrees(np.arctan2(d[1], d[0]))) % 180 < 10 or abs(np.degrees(np.arctan2(d[1], d[0]))) > 170
+
+
+def test_files_drawn_on_the_stored_pixels_of_an_exif_turned_page(page, tmp_path):
+    """Tools that ignore EXIF draw on the stored pixels: PAGE points and label images in that
+    frame are turned with the page (orientation 6: shown = stored turned clockwise)."""
+    from PIL import Image
+
+    h, w = page.labels.shape
+    stored = np.ascontiguousarray(np.rot90(page.image, 1))  # (w, h): load_page turns it back
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(stored).save(tmp_path / "turned.jpg", exif=exif, quality=95)
+    prep = pipeline.prepare(tmp_path / "turned.jpg", Parameters())
+    assert prep.shape == (h, w)
+
+    def to_stored(xy):  # shown (x, y) -> stored (y, w - 1 - x)
+        xy = np.asarray(xy, float)
+        return np.stack([xy[:, 1], w - 1 - xy[:, 0]], axis=1)
+
+    rows = [f'<TextLine id="l{k}"><Coords points="{_pts(to_stored(_polygon(page, k)))}"/>'
+            f'<Baseline points="{_pts(to_stored(page.baselines[k]))}"/></TextLine>' for k in range(page.n_lines)]
+    xml = tmp_path / "turned.xml"
+    xml.write_text('<PcGts xmlns="http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15">'
+                   f'<Page imageFilename="turned.jpg" imageWidth="{h}" imageHeight="{w}">'
+                   f'<TextRegion id="r0">{"".join(rows)}</TextRegion></Page></PcGts>', encoding="utf-8")
+    assert_on_the_ink_centres(page, prep, read_initial_lines(xml, prep), 3.0)
+    labels = tmp_path / "turned_labels.png"
+    cv2.imwrite(str(labels), np.ascontiguousarray(np.rot90(page.labels.astype(np.uint8), 1)))
+    assert_on_the_ink_centres(page, prep, read_initial_lines(labels, prep), 2.0)
 
 
 def test_a_page_custom_attribute_locks_a_line(page, prep, tmp_path):
