@@ -130,8 +130,12 @@ def test_moved_and_added_lines_keep_what_the_engine_knew(qtbot: object, window: 
 
 
 def test_a_locked_line_stays_where_the_user_put_it(qtbot: object, window: MainWindow, page_path: str) -> None:
-    """A line moved half a line pitch off its text and locked (in the line table's lock box)
-    is drawn as locked, and EM keeps it exactly there (its a, b, c); unlocked, EM moves it."""
+    """A line moved half a line pitch off its text is locked at once (LOCK_EDITED_LINES, the
+    steering study's decision), drawn as locked, and EM keeps it exactly there (its a, b, c);
+    unlocked (Ctrl+L), EM moves it; the line table's lock box locks it again."""
+    from tlgui.edit import LOCK_EDITED_LINES
+
+    assert LOCK_EDITED_LINES
     open_and_prepare(qtbot, window, page_path)
     edits, editor = window.edits, window.editor
     prepared = edits.prepared
@@ -142,16 +146,22 @@ def test_a_locked_line_stays_where_the_user_put_it(qtbot: object, window: MainWi
     pitch = float(np.median(np.diff(np.sort(prepared.segments()[:, :, 1].mean(axis=1)))))
     editor.move(i, edits.segments[i] + [0.0, pitch / 2.0])
     moved = edits.lines.take([i])
-    # The table shows the initial lines while they are edited; its lock box locks the line.
-    qtbot.waitUntil(lambda: window.line_table.table_model.rowCount() == len(edits.lines), timeout=2_000)
+    assert edits.lines.locked.tolist() == [k == i for k in range(len(edits.lines))]
+    assert window.canvas.initial_locked[i] and window.canvas.initial_locked.sum() == 1
+    assert "1 locked" in window.lines_title.text() or window.presenter.draw_pending
+    # The table shows the initial lines while they are edited; its lock box unlocks and locks.
     from PySide6.QtCore import Qt
 
     from tlgui.linetable import LOCK_COLUMN
 
-    window.line_table.table_model.item(i, LOCK_COLUMN).setCheckState(Qt.CheckState.Checked)
+    table = window.line_table.table_model
+    qtbot.waitUntil(lambda: table.rowCount() == len(edits.lines) and table.editable
+                    and table.item(i, LOCK_COLUMN).checkState() == Qt.CheckState.Checked, timeout=2_000)
+    table.item(i, LOCK_COLUMN).setCheckState(Qt.CheckState.Unchecked)
+    assert not edits.lines.locked.any()
+    qtbot.waitUntil(lambda: not table.locked[i], timeout=2_000)  # the table redrawn
+    table.item(i, LOCK_COLUMN).setCheckState(Qt.CheckState.Checked)
     assert edits.lines.locked.tolist() == [k == i for k in range(len(edits.lines))]
-    assert window.canvas.initial_locked[i] and window.canvas.initial_locked.sum() == 1
-    assert "1 locked" in window.lines_title.text() or window.presenter.draw_pending
     window.set_edit_mode("off")
     run_to_end(qtbot, window)
     last = window.session.snapshots[-1].lines
