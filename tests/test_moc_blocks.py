@@ -137,3 +137,31 @@ def test_blocks_in_the_json_summary() -> None:
     assert abs(math.degrees(math.atan2(dy, dx)) - 45.0) <= 3.0
     assert text.startswith(f"{note['angle']:.0f}°") and "px" in text
     assert outline[:, 0].min() <= x <= outline[:, 0].max() and outline[:, 1].min() <= y <= outline[:, 1].max()
+
+
+def test_the_window_draws_each_block_with_its_angle_and_pitch(qtbot) -> None:
+    """The canvas' blocks layer: one arrow along each block's text direction through its
+    centre and one label per block (angle, row pitch); cleared with the page; toggled."""
+    from tlgui.canvas import PageCanvas
+    from tlgui.geometry import prep_geometry
+
+    page, _ = _page(0)
+    prep = prepare(page.image, Parameters())
+    geometry = prep_geometry(prep)
+    canvas = PageCanvas()
+    qtbot.addWidget(canvas)
+    canvas.set_prep(prep, geometry)
+    texts = [t.textItem.toPlainText() for t in canvas.block_texts]
+    assert texts == [label[4] for label in geometry.block_labels] and len(texts) >= 2
+    x, y = canvas.block_item.getData()
+    assert len(x) == 2 * len(geometry.block_labels)
+    note = min(range(len(texts)), key=lambda i: abs(float(texts[i].split("°")[0]) - 45.0))
+    dx, dy = x[2 * note + 1] - x[2 * note], y[2 * note + 1] - y[2 * note]
+    assert abs(math.degrees(math.atan2(dy, dx)) - 45.0) <= 3.0
+    canvas.set_layer_visible("blocks", False)
+    assert not canvas.block_text_group.isVisible() and not canvas.block_item.isVisible()
+    canvas.set_page(np.zeros((50, 60), np.uint8))
+    data = canvas.block_item.getData()[0]
+    assert canvas.block_texts == [] and (data is None or len(data) == 0)
+    canvas.close_items()
+    canvas.close()

@@ -45,19 +45,19 @@ __all__ = ["LAYERS", "LAYER_DEFAULTS", "LAYER_TITLES", "LINE_COLOURS", "POSTERIO
 N_LEVELS = 64
 POSTERIOR_MODES = ("argmax", "selected", "entropy")
 
-LAYERS = ("page", "pagearea", "labels", "ink", "nontext", "regions", "graph", "samples", "posterior",
+LAYERS = ("page", "pagearea", "labels", "ink", "nontext", "regions", "blocks", "graph", "samples", "posterior",
           "initial", "lines", "merges", "mismatch", "truth")
 #: Layer -> (shown at start, opacity at start).
 LAYER_DEFAULTS: dict[str, tuple[bool, float]] = {
     "page": (True, 1.0), "pagearea": (True, 0.9), "labels": (True, 0.55), "ink": (False, 0.6),
-    "nontext": (False, 0.7), "regions": (True, 0.8),
+    "nontext": (False, 0.7), "regions": (True, 0.8), "blocks": (True, 0.9),
     "graph": (False, 0.5), "samples": (False, 0.8), "posterior": (True, 0.9),
     "initial": (True, 0.9), "lines": (True, 0.8), "merges": (True, 0.9), "mismatch": (True, 0.8),
     "truth": (True, 0.9),
 }
 LAYER_TITLES = {
     "page": "Page", "pagearea": "Page area", "labels": "Final labels", "ink": "Ink mask",
-    "nontext": "Non-text ink", "regions": "Text regions",
+    "nontext": "Non-text ink", "regions": "Text regions", "blocks": "Blocks: angle, row pitch",
     "graph": "Delaunay graph", "samples": "Samples", "posterior": "Posterior",
     "initial": "Initial lines", "lines": "Lines + σt bands", "merges": "Merged fragments",
     "mismatch": "GT: unmatched result lines", "truth": "GT: line outlines",
@@ -169,6 +169,13 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._add("pagearea", self.page_area_item, 3)
         self.region_item = pg.PlotCurveItem(pen=pg.mkPen("#ffd000", width=2, style=Qt.PenStyle.DashLine))
         self._add("regions", self.region_item, 3)
+        # Each block's (region's) text direction as an arrow through its centre, labelled with
+        # its angle and the row pitch of its initial lines (engine.blocks.block_summary).
+        self.block_item = pg.PlotCurveItem(pen=pg.mkPen("#ffd000", width=3))
+        self._add("blocks", self.block_item, 11)
+        self.block_text_group = pg.ItemGroup()
+        self._add("blocks", self.block_text_group, 11)
+        self.block_texts: list[pg.TextItem] = []
         # The graph (~150 k edges) strokes only the edges in view, thinned to a bound when
         # zoomed out: no pixmap cache to refill at every zoom step.
         self.graph_item = GraphEdgesItem()
@@ -276,6 +283,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._different_mask = None
         self._static_edges = None
         self.region_item.setData([], [])
+        self.set_blocks((), 0.0)
         self.samples_item.clear()
         self.posterior_item.clear()
         self.set_initial_lines(np.zeros((0, 2, 2)))
@@ -297,6 +305,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._static_edges = None
         segs = geometry.region_segments
         self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+        self.set_blocks(geometry.block_labels, 3.0 * float(prep.stats.h_cc))
         page = geometry.page_segments if geometry.page_segments is not None else np.zeros((0, 2, 2))
         self.page_area_item.setData(page[..., 0].ravel(), page[..., 1].ravel(), connect="pairs")
         self.posterior_item.set_points(prep.samples, np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp))
@@ -307,6 +316,23 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         for name in ("samples", "graph", "ink", "nontext", "posterior"):
             self._update(name)
         self._warm_timer.start()
+
+    def set_blocks(self, labels: tuple[tuple[float, float, float, float, str], ...], half: float) -> None:
+        """The blocks layer: per block ``(x, y, dx, dy, text)`` (tlgui.geometry.block_labels),
+        a segment of ``2 * half`` pixels along its text direction and its label."""
+        for text in self.block_texts:
+            text.setParentItem(None)
+            if text.scene() is not None:
+                text.scene().removeItem(text)
+        self.block_texts = []
+        segs = np.array([[[x - dx * half, y - dy * half], [x + dx * half, y + dy * half]]
+                         for x, y, dx, dy, _t in labels], float).reshape(-1, 2, 2)
+        self.block_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+        for x, y, _dx, _dy, label in labels:
+            text = pg.TextItem(label, color="#ffd000", fill=pg.mkBrush(0, 0, 0, 160), anchor=(0.5, 1.2))
+            text.setParentItem(self.block_text_group)
+            text.setPos(x, y)
+            self.block_texts.append(text)
 
     def set_initial_lines(self, segs: np.ndarray, locked: np.ndarray | None = None) -> None:
         """The initial lines as page segments ``(L, 2, 2)``; ``locked`` ``(L,)`` bool: the
