@@ -7,6 +7,7 @@ folder.  Every wait is a ``qtbot.waitUntil`` on the window's state.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import cv2
@@ -60,10 +61,12 @@ def run_all(qtbot: object, win: MainWindow) -> GapProbe:
     """Run every page with the GUI-gap probe on (10 ms timer in the GUI thread)."""
     probe = GapProbe(label=win.status_stage.text)
     probe.start()
+    probe.started = time.perf_counter()
     win.run_all()
     qtbot.waitUntil(lambda: win.jobs.run_queue is None and not win.is_busy()
                     and all(p.state in (DONE, FAILED) for p in win.document.pages), timeout=120_000)
     probe.stop()
+    probe.elapsed_ms = (time.perf_counter() - probe.started) * 1e3
     return probe
 
 
@@ -92,7 +95,9 @@ def test_folder_runs_all_with_ground_truth_and_sorts_worst_first(
     assert window.session.path == str(folder / "page0.png")
     probe = run_all(qtbot, window)
     assert not blocked(probe), (blocked(probe), sorted(window.slow_handlers, key=lambda h: -h[2])[:5])
-    assert len(probe.gaps) > 50  # the probe really ticked through the run
+    # The probe really ticked through the run: its ticks span the run (a page may take 0.1 s
+    # alone or 5 s under load, so a fixed count of ticks said more about the load than the probe).
+    assert len(probe.gaps) > 10 and sum(probe.gaps) > 0.9 * probe.elapsed_ms - 100
     docs = window.document.pages
     assert [p.state for p in docs] == [DONE] * 3
     assert all(p.lines and p.lines > 0 and p.seconds and p.seconds > 0 for p in docs)
