@@ -255,7 +255,7 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
         # curved or rising line follows itself, a row above or below the main one stands out
         # (the main row holds most of the ink where the two overlap).
         r = r - _local_rows(u, u, r, w, _SPLIT_WINDOW * w_cc)[0]
-        for side, side_limit in ((r < -limits[0], limits[0]), (r > limits[1], limits[1])):
+        for side in (r < -limits[0], r > limits[1]):
             at = np.flatnonzero(side)
             if len(at) < _SPLIT_MIN_COMPONENTS:
                 continue
@@ -266,7 +266,7 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
                 extent = umax[lo + run].max() - umin[lo + run].min()
                 spread = np.sqrt(np.average((r[run] - np.average(r[run], weights=w[run])) ** 2, weights=w[run]))
                 if (len(run) >= _SPLIT_MIN_COMPONENTS and extent >= _SPLIT_MIN_EXTENT * w_cc
-                        and w[run].sum() >= _SPLIT_MIN_SHARE * w.sum() and spread <= _SPLIT_SPREAD * side_limit):
+                        and w[run].sum() >= _SPLIT_MIN_SHARE * w.sum() and spread <= _SPLIT_SPREAD * limit):
                     moved[lo + run] = n_new
                     n_new += 1
     if n_new == n_groups:
