@@ -83,6 +83,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "merge_offset": (0.0, 10.0, True, True),
     "merge_offset_pitch": (0.0, 0.9, True, True),
     "split_offset": (0.0, 100.0, True, True),
+    "split_space": (0.0, 1.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
     "label_window": (0, 10_000, True, True),
     "blob_threshold": (0.05, 2.0, True, True),
@@ -358,6 +359,14 @@ class Parameters:
     #: split rows of ascenders and marks off Arabic lines (H_cc is a letter's height there):
     #: ahte-train FM 62.6 -> 62.1, moc-train FM 17.3 -> 16.0 (result lines 677 -> 814).
     split_offset: float = 0.0
+    #: With split_offset on, a row is split off only where it also lies more than split_space
+    #: x the line's interline space on that side (the distance at the line's centre to the
+    #: nearest line's row; no neighbour: split_offset alone): an insertion lies between two
+    #: rows, a row's own marks and ascenders near it. 0 = H_cc alone. Off: with split_offset
+    #: 0.7, split_space 0.3 gave ahte-train 70.5 / 98.4 % FM / line IU (0.7 alone 70.2 / 98.3,
+    #: off 70.7 / 98.6), cremma20 72.6 / 71.4 (off 74.1 / 69.5), kraken-sample 92.0 / 85.1 (off
+    #: 93.0 / 91.1; docs/history.md).
+    split_space: float = 0.0
     #: Give the ink kept out of sampling back to the lines in the final labels: non-text
     #: pixels on a line's row (words written over a rule or touching a frame, stripped with
     #: it), the pale rims of the strokes, and specks within one H_cc of labelled ink (a

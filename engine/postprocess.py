@@ -225,18 +225,37 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
     np.maximum.at(umax, inv, uv[big, 0])
     moved = np.zeros(len(g_of), np.int64) - 1  # new group per (group, component), -1 = stays
     n_new = n_groups
+    fits = np.full((n_groups, 3), np.nan)  # a, b, weighted centre along the text
+    for g in range(n_groups):
+        lo, hi = starts[g], starts[g + 1]
+        if hi > lo:
+            w = count[lo:hi].astype(np.float64)
+            fits[g, :2] = _robust_fit(cu[lo:hi], cv[lo:hi], w, 0.5 * w_cc)
+            fits[g, 2] = np.average(cu[lo:hi], weights=w)
     for g in range(n_groups):  # lines of one region: a few dozen
         lo, hi = starts[g], starts[g + 1]
         if hi - lo < 2 * _SPLIT_MIN_COMPONENTS or (fixed is not None and fixed[g]):
             continue
         u, v, w = cu[lo:hi], cv[lo:hi], count[lo:hi].astype(np.float64)
-        a, b = _robust_fit(u, v, w, 0.5 * w_cc)
+        a, b = fits[g, :2]
+        limits = (limit, limit)
+        if params.split_space > 0:
+            # The interline space on each side at this line's centre: a row written between two
+            # lines lies far into it, marks and ascenders of the line's own row do not (on
+            # Arabic hands H_cc is a letter's height and rows lie 4-5 H_cc apart).
+            at_u = fits[g, 2]
+            rows = fits[:, 0] * at_u + fits[:, 1] - (a * at_u + b)
+            rows[g] = np.nan
+            above = -rows[rows < 0]
+            below = rows[rows > 0]
+            limits = (max(limit, params.split_space * above.min()) if above.size else limit,
+                      max(limit, params.split_space * below.min()) if below.size else limit)
         r = v - (a * u + b)
         # Against the weighted-median row within _SPLIT_WINDOW x W_cc along the text: a
         # curved or rising line follows itself, a row above or below the main one stands out
         # (the main row holds most of the ink where the two overlap).
         r = r - _local_rows(u, u, r, w, _SPLIT_WINDOW * w_cc)[0]
-        for side in (r < -limit, r > limit):
+        for side in (r < -limits[0], r > limits[1]):
             at = np.flatnonzero(side)
             if len(at) < _SPLIT_MIN_COMPONENTS:
                 continue

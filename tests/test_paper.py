@@ -123,6 +123,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "merge_offset_pitch": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),
     "merge_fragments": (True, "§4.2 fragmented lines"),
     "split_offset": (0.0, "absent"),
+    "split_space": (0.0, "absent"),
     "label_non_text": (False, "absent: §4.2 labels the sampled components"),
     "final_labelling": ("paper", "§4.2 final labeling"),
     # not the method

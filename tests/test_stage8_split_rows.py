@@ -112,3 +112,42 @@ def test_marks_scattered_above_a_line_are_not_a_row() -> None:
         _box(ink, 200.0 - rise * H_CC, x0, 60, 24)
     _, lab, n = _split(ink)
     assert n == 1 and (lab == 0).all()
+
+
+def _two_lines_split(row: float, params: Parameters) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Two lines 5 H_cc apart (rows at 200 and 400 px, as on Arabic pages where H_cc is a
+    letter's height), a row of words 24 px high centred on ``row`` under the first; samples
+    above 300 px start on group 0, the others on group 1. Returns the components, the
+    samples' groups after split_rows, their number and the ink."""
+    ink = np.zeros((600, 1800), bool)
+    _main_line(ink)
+    _main_line(ink, centre=lambda x: 400.0)
+    for x0 in range(200, 700, 110):
+        _box(ink, row, x0, 80, 24)
+    components, _ = ndimage.label(ink)
+    samples, comp = sample_ink_pixels(components, 0.05, seed=3)
+    heights = np.zeros(components.max() + 1)
+    for k, sl in enumerate(ndimage.find_objects(components), start=1):
+        heights[k] = sl[0].stop - sl[0].start
+    small = heights[comp] < params.diacritic_height * H_CC
+    lab = (samples[:, 1] > 300).astype(np.int64)
+    new, n = split_rows(samples.astype(np.float64), comp, small, lab, 2, H_CC, W_CC, params)
+    return comp, new, n, ink
+
+
+def test_split_space_keeps_a_row_near_its_line_and_splits_one_between_lines() -> None:
+    """With split_space, the limit is also a share of the interline space on that side: a row
+    1.0 H_cc under its line, with the next line 5 H_cc away, is the line's own (marks,
+    descenders of a hand whose H_cc is a letter's height); by H_cc alone (0.7) it is split.
+    A row half-way between the two lines is an insertion under either rule."""
+    near, between = 240.0, 280.0
+    on = Parameters(split_offset=0.7, split_space=0.3)
+    off = Parameters(split_offset=0.7, split_space=0.0)
+    comp, lab, n, ink = _two_lines_split(near, on)
+    assert n == 2 and _group_of(comp, lab, ink, int(near), 240) == {0}
+    comp, lab, n, ink = _two_lines_split(near, off)
+    assert n == 3 and _group_of(comp, lab, ink, int(near), 240) == {2}
+    for params in (on, off):
+        comp, lab, n, ink = _two_lines_split(between, params)
+        assert n == 3 and _group_of(comp, lab, ink, int(between), 240) == {2}
+        assert _group_of(comp, lab, ink, 200, 95) == {0} and _group_of(comp, lab, ink, 400, 95) == {1}
