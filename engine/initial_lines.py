@@ -440,10 +440,19 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
     """Blob label per raster cell (int32, 0 = none) after Otsu (and the lower levels of
     ``weak_line_level`` for short lines), overlap splitting and residual-blob removal;
     ``scale``/``scale_u``: cells per pixel across/along the text."""
+    return line_blobs_and_response(raster, stats, params, scale, scale_u)[0]
+
+
+def line_blobs_and_response(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
+                            scale_u: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`line_blobs` and the bank's filtered raster it thresholded (float32, the raster's
+    shape; zeros for an empty raster)."""
     scale_u = scale if scale_u is None else scale_u
     found = _filtered_blobs(raster, stats, params, scale, scale_u)
-    if found is None or found[1] <= 1:
-        return np.zeros(raster.shape, np.int32)
+    if found is None:
+        return np.zeros(raster.shape, np.int32), np.zeros(raster.shape, np.float32)
+    if found[1] <= 1:
+        return np.zeros(raster.shape, np.int32), found[0]
     filtered, n, labels, cc_stats = found
     keep = _dense(raster, labels, cc_stats, n, params.t_r)
     blob = np.zeros(raster.shape, np.int32)
@@ -463,7 +472,7 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
             keep_w = _dense(raster, labels_w, stats_w, n_w, params.t_r) & ~holds
             next_id = _cut_blobs(blob, filtered, labels_w, stats_w, np.flatnonzero(keep_w), stats, params,
                                  scale, next_id)
-    return blob.astype(np.int32)
+    return blob.astype(np.int32), filtered
 
 
 def _dense(raster: np.ndarray, labels: np.ndarray, cc_stats: np.ndarray, n: int, t_r: float) -> np.ndarray:
@@ -595,8 +604,15 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         col = np.clip(np.round((uv[:, 0] - u0) * scale_u).astype(int), 0, blobs.shape[1] - 1)
         row = np.clip(np.round((uv[:, 1] - v0) * scale).astype(int), 0, blobs.shape[0] - 1)
         blob_of_sample = blobs[row, col]
+        if params.oriented_blobs > 0:
+            # Each sample takes the blob of the filter angle that responds most at it
+            # (engine.oriented_blobs): blocks at close angles in one region.
+            from .oriented_blobs import oriented_blob_of_samples
+
+            blob_of_sample = oriented_blob_of_samples(region_ink, bbox, phi, xy, blob_stats, params, scale,
+                                                      scale_u)
         ids, counts = np.unique(blob_of_sample[blob_of_sample > 0], return_counts=True)
-        n_small = np.bincount(blob_of_sample[small[members]], minlength=blobs.max() + 1)[ids]
+        n_small = np.bincount(blob_of_sample[small[members]], minlength=int(blob_of_sample.max()) + 1)[ids]
         residual = params.remove_diacritic_lines & (n_small > params.diacritic_fraction * counts)
         ids = ids[(counts >= 3) & ~residual]
         if len(ids) == 0:

@@ -86,6 +86,9 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "split_space": (0.0, 1.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
     "label_window": (0, 10_000, True, True),
+    # Steps of 10 deg either side of a region's frame: up to 60 deg (a line steeper than that
+    # to its frame is another block's, and its slope in the frame runs off to infinity).
+    "oriented_blobs": (0, 6, True, True),
     "blob_threshold": (0.05, 2.0, True, True),
     "weak_line_level": (0.0, 1.0, True, False),
     "diacritic_height": (0.0, 5.0, True, True),
@@ -182,6 +185,15 @@ class Parameters:
     #: between blocks at different angles comes from windows of 8 text heights, and near a
     #: junction it gave a side note's corner to the main text. Not in the paper.
     block_boundaries: bool = True
+    #: Initial lines at their own angle within a region (engine.oriented_blobs): the region
+    #: is also filtered at this many steps of 10 deg either side of its frame; where a filter
+    #: 20 deg or more from the frame responds 1.2 times more at a sample, its frame blob runs
+    #: through the rows of a block at that angle, and the sample goes to that angle's blob.
+    #: Blocks at close angles (side-note columns at -20 and 0 deg side by side) share a
+    #: region, and lines at the frame's angle ran across them. 0 = off (paper; default): at 3,
+    #: moc-train FM / line IU 31.1 / 44.9 -> 32.4 / 45.5 %, but poilus-dev 67.0 / 78.6 ->
+    #: 66.4 / 77.6 % (docs/history.md, 2026-11-26).
+    oriented_blobs: int = 0
     #: Blobs are the filtered response above this fraction of its Otsu level (1 = Otsu).
     blob_threshold: float = 1.0
     #: Short lines (a paragraph's last words) respond under the blob level. Going down from it
@@ -401,7 +413,7 @@ class Parameters:
                 rb = "]" if hi_in else ")"
                 raise ParameterError(f"{name} = {value!r} is outside {lb}{lo}, {hi}{rb}")
         for name in ("seed", "min_speck_area", "min_region_samples", "max_em_iterations",
-                     "mp_max_sweeps", "snapshot_top_k", "label_window", "theta_edge_sample"):
+                     "mp_max_sweeps", "snapshot_top_k", "label_window", "theta_edge_sample", "oriented_blobs"):
             if int(getattr(self, name)) != getattr(self, name):
                 raise ParameterError(f"{name} must be a whole number, got {getattr(self, name)!r}")
             object.__setattr__(self, name, int(getattr(self, name)))
@@ -536,7 +548,7 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours", "block_boundaries",
+    "linked_neighbours", "block_boundaries", "oriented_blobs",
 })
 
 

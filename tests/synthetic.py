@@ -504,3 +504,32 @@ def side_note_page(seed: int = 0, theta_deg: float = 45.0) -> tuple[SyntheticPag
     page = SyntheticPage(image=image, labels=labels, n_lines=len(lines),
                          angles=tuple(ln.angle_deg() for ln in lines), kind="side_note")
     return page, np.array([ln.block for ln in lines])
+
+
+def close_angle_columns_page(seed: int = 0, theta_deg: float = -15.0, gap: float = 1.0
+                             ) -> tuple[SyntheticPage, np.ndarray]:
+    """Two columns of short lines side by side (VML-MOC's side notes, moc_train_16): the left
+    one horizontal, the right one at ``theta_deg``, their nearest ends about one text height
+    apart, so the Delaunay regions join them and their angles are too close for the
+    orientation split. Returns the page and the column of every line ``(n_lines,)``."""
+    rng = np.random.default_rng([seed, 15])
+    h = 16.0
+    style = _Style(h=h, thickness=3, slant=0.1)
+    width, height = 900, 900
+    pitch = 3.0 * h
+    left = _mark(_block(rng, 9, 300.0, pitch, 0.0, h, (40.0, 60.0, 440.0, 860.0), last_short=False), 0)
+    right = _mark(_block(rng, 9, 300.0, pitch, np.radians(theta_deg), h, (0.0, 60.0, width, 860.0),
+                         last_short=False), 1)
+    # The right column just right of the left one: a gap of one text height between them.
+    _, _, l_right, _ = _extent(left, h)
+    r_left, _, _, _ = _extent(right, h)
+    for ln in right:
+        ln.origin = (ln.origin[0] + l_right - r_left + gap * h, ln.origin[1])
+    lines = left + right
+    x0, y0, x1, y1 = _extent(lines, h)
+    if x1 > width or y1 > height or x0 < 0 or y0 < 0:
+        raise ValueError("column page does not fit")
+    image, labels = _render(lines, style, rng, (height, width), 1.0, touching=False)
+    page = SyntheticPage(image=image, labels=labels, n_lines=len(lines),
+                         angles=tuple(ln.angle_deg() for ln in lines), kind="close_columns")
+    return page, np.array([ln.block for ln in lines])

@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from synthetic import SyntheticPage, side_note_page
+from synthetic import SyntheticPage, close_angle_columns_page, side_note_page
 
 from engine import blocks, initial_lines
 from engine.metric import contest_metric
@@ -165,3 +165,27 @@ def test_the_window_draws_each_block_with_its_angle_and_pitch(qtbot) -> None:
     assert canvas.block_texts == [] and (data is None or len(data) == 0)
     canvas.close_items()
     canvas.close()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_columns_at_close_angles_get_lines_at_both(seed: int) -> None:
+    """Two columns at 0 and -20 deg, one text height apart, are one region (too close in
+    angle for the orientation split), and the paper's filter at the region's one angle gives
+    every initial line that angle: the other column's rows are crossed by lines at the
+    frame's angle. With ``oriented_blobs`` (engine.oriented_blobs) the other column's rows
+    get initial lines at their own angle (3 of its 9 rows or more). Off by default."""
+    page, _ = close_angle_columns_page(seed, -20.0, 1.0)
+
+    def lines_at(params: Parameters) -> tuple[int, int, int]:
+        prep = prepare(page.image, params)
+        lines = prep.initial_lines
+        angle = np.degrees(lines.phi + np.arctan(lines.a))
+        return (len(prep.regions), int(np.sum(np.abs(angle) <= 3.0)),
+                int(np.sum(np.abs(angle + 20.0) <= 3.0)))
+
+    n_regions, at_0, at_20 = lines_at(Parameters(oriented_blobs=3))
+    assert n_regions == 1
+    assert min(at_0, at_20) >= 3, (at_0, at_20)
+    n_regions, at_0, at_20 = lines_at(Parameters(oriented_blobs=0))
+    assert n_regions == 1
+    assert min(at_0, at_20) == 0, (at_0, at_20)
