@@ -129,6 +129,14 @@ def _placed(prep: Preparation, lines: LineSet, row: dict, segment: np.ndarray, r
     return out
 
 
+def _angle_off(segment: np.ndarray, phi: float) -> float:
+    """Degrees (0-90) between ``segment``'s direction (page, ``(2, 2)``) and a frame's axis at
+    angle ``phi`` (radians, the region frame's convention)."""
+    u = to_region_frame(np.asarray(segment, np.float64), phi)
+    du, dv = u[1] - u[0]
+    return float(np.degrees(np.arctan2(abs(dv), abs(du))))
+
+
 def move_line(prep: Preparation, lines: LineSet, i: int, segment: np.ndarray) -> LineSet:
     """Line ``i`` now runs along ``segment``; it keeps its sigma_t, prior, locked flag, its
     sigma_s unless the segment's length differs from its own ``4 sigma_s`` (then
@@ -137,7 +145,16 @@ def move_line(prep: Preparation, lines: LineSet, i: int, segment: np.ndarray) ->
     i = _check_index(lines, i)
     seg = _check_segment(segment)
     rows = _rows(lines)
-    region = region_of(prep, seg.mean(axis=0), int(lines.region[i]))
+    current = int(lines.region[i])
+    region = region_of(prep, seg.mean(axis=0), current)
+    if region != current and prep.regions:
+        # A frame more than 45 degrees off the segment reads it across the text (its slope is
+        # clipped, its extent taken along the wrong axis): the line keeps its own frame unless
+        # the new one suits it at least as well (a line at a block's edge, whose samples the
+        # block boundaries gave to a steep neighbour, is not moved into it by a nudge).
+        off_new = _angle_off(seg, float(prep.regions[region].phi))
+        if off_new > 45.0 and off_new > _angle_off(seg, float(prep.regions[current].phi)):
+            region = current
     rows[i] = _placed(prep, lines, rows[i], seg, region)
     return _with_rows(lines, rows)
 

@@ -4,6 +4,7 @@ Synthetic pages (tests/synthetic.py) with exact labels, and the bundled sample p
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import cv2
@@ -15,7 +16,7 @@ from engine import cli, edits, initial_io, pipeline
 from engine.export import write_dat
 from engine.initial_io import InitialLinesError, read_initial_lines
 from engine.metric import contest_metric
-from engine.model import LineSet
+from engine.model import LineSet, Region
 from engine.params import Parameters
 from engine.regression import point_features, spread_about
 
@@ -116,6 +117,40 @@ def test_move_line_changes_only_that_line(prep):
     assert edits.lines_equal(moved.take(others), lines.take(others))
     stretched = edits.move_line(prep, lines, 2, np.array([seg[0], seg[1] + (seg[1] - seg[0]) * 0.5]))
     assert stretched.sigma_s[2] == pytest.approx(1.5 * lines.sigma_s[2])
+
+
+def _with_region_under_line(prep, k, phi):
+    """``prep`` with the samples within H_cc of initial line ``k`` given to a new region of
+    frame angle ``phi`` (radians), as the block boundaries give a block's edge words to a
+    neighbouring block (moc_train_5, poilus AN_0207-0)."""
+    seg = prep.initial_lines.segments()[k]
+    d = seg[1] - seg[0]
+    t = np.clip(((prep.samples - seg[0]) @ d) / (d @ d), 0.0, 1.0)
+    near = np.linalg.norm(prep.samples - (seg[0] + t[:, None] * d), axis=1) < prep.stats.h_cc
+    assert near.sum() > 20
+    sample_region = prep.sample_region.copy()
+    sample_region[near] = len(prep.regions)
+    other = Region(index=len(prep.regions), phi=float(phi), bbox=prep.regions[0].bbox,
+                   n_samples=int(near.sum()))
+    return dataclasses.replace(prep, regions=(*prep.regions, other), sample_region=sample_region)
+
+
+def test_a_nudged_line_keeps_its_frame_when_its_ink_lies_in_a_steep_region(prep):
+    """Rotated +2 and -2 degrees, a line whose samples lie in a region at 88 degrees keeps its
+    own region and frame (read in the steep frame its slope was clipped and it jumped 592 px on
+    moc_train_5), so the round trip gives back the original lines; dragged onto a region at its
+    own angle, a line does join it."""
+    lines = prep.initial_lines
+    own_phi = float(prep.regions[int(lines.region[2])].phi)
+    steep = _with_region_under_line(prep, 2, own_phi + np.deg2rad(88.0))
+    there = edits.move_line(steep, lines, 2, rotated(lines.segments()[2], 2.0))
+    assert there.region[2] == lines.region[2]
+    back = edits.move_line(steep, there, 2, rotated(there.segments()[2], -2.0))
+    assert edits.lines_equal(edits.restore_unchanged(lines, back), lines)
+    flat = _with_region_under_line(prep, 2, own_phi + np.deg2rad(3.0))
+    joined = edits.move_line(flat, lines, 2, lines.segments()[2] + [0.0, 1.0])
+    assert joined.region[2] == len(prep.regions)
+    np.testing.assert_allclose(joined.segments()[2], lines.segments()[2] + [0.0, 1.0], atol=1e-6)
 
 
 def test_add_line_takes_sigma_t_from_its_neighbours(prep):
