@@ -51,6 +51,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "sauvola_k": (0.0, 1.0, False, True),
     "speck_ratio": (0.0, 1.0, True, True),
     "min_speck_area": (0, 10_000, True, True),
+    "max_pitch_hcc": (0.0, 100.0, True, True),
     "region_threshold": (0.5, 100.0, True, True),
     "min_region_samples": (1, 10**9, True, True),
     "row_join": (0.0, 20.0, True, True),
@@ -130,6 +131,14 @@ class Parameters:
     #: 197 -> 186 one-to-one matches (annotations and second inks that are text lose their
     #: lines); cremma20 FM 68.5 -> 68.8 %. The stamped test pages need it.
     colour_non_text: bool = False
+    # --- stage 2: component statistics ---------------------------------------------------
+    #: H_cc checked against the page's rows: where the row pitch (engine.pitch.page_rows,
+    #: measured at the ink-weighted text size) is more than max_pitch_hcc x H_cc, H_cc and
+    #: W_cc are taken with the chain cut at 2.5 x the ink-weighted typical component height
+    #: instead of the plain median's (engine.components.row_checked_stats); 0 = off. Not in
+    #: the paper. Dev pages' rows lie 1.2-5.3 H_cc apart (ahte moc_train_18 5.31 the widest);
+    #: poilus AN_0121-2, whose perforated edge and specks set H_cc to 13 px, 16.1.
+    max_pitch_hcc: float = 10.0
     # --- stage 3: sampling --------------------------------------------------------------
     #: Fraction of ink pixels sampled (paper: 5 %).
     sample_ratio: float = 0.05
@@ -541,7 +550,7 @@ def read_moments(path: str | Path) -> tuple[float, float, float]:
 #: Fields whose change needs a new preparation (stages 1-6); the others only re-run EM.
 PREPARATION_FIELDS = frozenset({
     "sauvola_window", "sauvola_k", "speck_ratio", "min_speck_area", "page_area", "strip_strokes",
-    "colour_non_text", "sample_ratio", "seed",
+    "colour_non_text", "max_pitch_hcc", "sample_ratio", "seed",
     "region_threshold", "min_region_samples", "row_join", "filter_sigma_across", "filter_sigma_along",
     "filter_size_across", "filter_size_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
@@ -571,6 +580,9 @@ PAPER: dict[str, PaperValue] = {
     "strip_strokes": PaperValue(False, "absent (no rule or frame removal)",
                                 "words touching a rule or frame were dropped with it."),
     "colour_non_text": PaperValue(False, "absent (no colour step)", "off by default too."),
+    "max_pitch_hcc": PaperValue(0.0, "§4.1: H_cc, the mean connected component height (no check)",
+                                "perforation dots and specks that outnumber a card's words set H_cc to "
+                                "13 px for rows 209 px apart (poilus AN_0121-2): a word a line."),
     "label_non_text": PaperValue(False, "absent (§4.2 labels the sampled components only)",
                                  "words over a rule and specks, kept out of sampling, are given back "
                                  "to their line."),

@@ -71,18 +71,22 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     boxes = _components.boxes_from_stats(cc_stats)
     stats = _components.component_stats(components, boxes)
     heights = _components.component_heights(components, boxes)
-    # Stage 8 gives each speck the line of its nearest ink: which ink that is depends on
-    # nothing EM does, so a second core finds it while stages 2-6 run.
-    owners = None
-    if params.label_non_text and found.specks is not None:
-        owners = _threads.worker("prepare").submit(_post.speck_owners, ink,
-                                                   _post.specks_to_label(found.specks, found.faint),
-                                                   _post.SPECK_REACH * stats.h_cc)
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
                                                             params.seed, ink)
     tick("sample")
+    if params.max_pitch_hcc > 0:
+        # H_cc against the page's rows (the samples do not depend on H_cc).
+        stats, _ = _components.row_checked_stats(stats, components, boxes, samples, params.max_pitch_hcc)
+        tick("row_checked_hcc")
+    # Stage 8 gives each speck the line of its nearest ink: which ink that is depends on
+    # nothing EM does, so a second core finds it while stages 3-6 run.
+    owners = None
+    if params.label_non_text and found.specks is not None:
+        owners = _threads.worker("prepare").submit(_post.speck_owners, ink,
+                                                   _post.specks_to_label(found.specks, found.faint),
+                                                   _post.SPECK_REACH * stats.h_cc)
     say("graph")
     triangles, delaunay = _graph.delaunay_edges(samples)
     tick("graph")

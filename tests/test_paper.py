@@ -53,6 +53,8 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "page_area": (False, "absent"),
     "strip_strokes": (False, "absent"),
     "colour_non_text": (False, "absent"),
+    # stage 2: component statistics
+    "max_pitch_hcc": (0.0, "absent (H_cc is not checked against the rows)"),
     # stage 3: sampling
     "sample_ratio": (0.05, "§5.6 Random pixel selection: 5 % as standard value"),
     "seed": NotInPaper("the random draw's seed is not a parameter of the method"),
