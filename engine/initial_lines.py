@@ -414,27 +414,6 @@ def steep_supported(angles: np.ndarray, scores: np.ndarray, inside: np.ndarray, 
     return bool(math.isfinite(pitch) and np.ptp(v) >= STEEP_MIN_ROWS * pitch)
 
 
-def frame_steep_lines(fit, uv: np.ndarray, weights: np.ndarray, floor_t: float, floor_s: float):
-    """``fit`` (:func:`engine.regression.fit_lines` of the blobs' samples ``uv (n, 2)``, region
-    frame, ``weights (n, L)``) with every line more than ``STEEP_SPLIT_ANGLE`` from the frame
-    fitted at the frame's angle instead (slope 0: ``b`` the mean of v, ``sigma_t`` its spread,
-    ``c`` and ``sigma_s`` the mean and spread of u). ``frame_initial_lines``."""
-    steep = np.abs(np.degrees(np.arctan(fit.a))) > STEEP_SPLIT_ANGLE
-    if not steep.any():
-        return fit
-    w = weights[:, steep]
-    total = np.maximum(w.sum(axis=0), 1e-12)
-    mu = (w * uv[:, :1]).sum(axis=0) / total
-    mv = (w * uv[:, 1:]).sum(axis=0) / total
-    su = np.sqrt(np.maximum((w * uv[:, :1] ** 2).sum(axis=0) / total - mu**2, 0.0))
-    sv = np.sqrt(np.maximum((w * uv[:, 1:] ** 2).sum(axis=0) / total - mv**2, 0.0))
-    a, b, c = fit.a.copy(), fit.b.copy(), fit.c.copy()
-    st, ss = fit.sigma_t.copy(), fit.sigma_s.copy()
-    a[steep], b[steep], c[steep] = 0.0, mv, mu
-    st[steep], ss[steep] = np.maximum(sv, floor_t), np.maximum(su, floor_s)
-    return fit._replace(a=a, b=b, c=c, sigma_t=st, sigma_s=ss)
-
-
 def page_angle(sample_axis: np.ndarray | None) -> float | None:
     """The page's text direction (degrees): the direction its long words are written in, the
     sample-weighted mode of ``sample_axis`` (:func:`engine.regions.component_axes`: cursive
@@ -730,9 +709,10 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             weights = np.ones((len(uv), 1))
         else:
             weights = (blob_of_sample[:, None] == ids[None, :]).astype(np.float64)
-        fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
-        if params.frame_initial_lines and len(ids):
-            fit = frame_steep_lines(fit, uv, weights, floor_t, floor_s)
+        # frame_lines: a blob is a piece of a row at the frame's angle; its line runs within
+        # SPLIT_ANGLE of it (a steeper direction is another block's: stage 5 cuts there).
+        fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s,
+                        STEEP_SPLIT_ANGLE if params.frame_lines else 90.0)
         n_lines = len(fit.a)
         prior = fit.weight / max(fit.weight.sum(), 1e-12)
         parts.append(LineSet(fit.a, fit.b, fit.c, fit.sigma_t, fit.sigma_s, prior,

@@ -195,13 +195,13 @@ class Parameters:
     #: poilus-dev FM / line IU 67.0 / 78.6 -> 69.7 / 80.5 %, 445 -> 432 lines; ahte-train,
     #: cremma20, kraken-sample, moc-train unchanged (docs/history.md, 2026-11-27).
     steep_evidence: float = 3.0
-    #: An initial line whose blob's principal axis runs more than SPLIT_ANGLE (20 deg, where
-    #: stage 5 cuts a region in two blocks) from its region's frame is fitted at the frame's
-    #: angle: a blob is a piece of a row at the frame's angle, and one whose samples spread
-    #: across it (specks, a capital's long stroke, words of two rows) gave lines at 35-70 deg
-    #: to their frame (poilus AN_0121-2) that no block's rows support. Not in the paper (its
-    #: regression fits each blob's line freely).
-    frame_initial_lines: bool = False
+    #: A line runs at most SPLIT_ANGLE (20 deg, where stage 5 cuts a region in two blocks)
+    #: from its region's frame: a steeper initial fit or M-step regression is turned to that
+    #: angle (engine.regression.fit_from_moments). A steeper direction is another block's; a
+    #: blob or a line whose samples spread across it (specks, a capital's long stroke, words
+    #: of two rows) turned 35-70 deg from its frame (poilus AN_0121-2), across words that no
+    #: block's rows at that angle support. Not in the paper (eq. update1 fits each line freely).
+    frame_lines: bool = False
     #: After the initial lines, a word at the junction of two touching blocks (regions) goes
     #: to the block whose lines pass at least twice as close to it as its own block's
     #: (engine.blocks.refine_boundaries), and the blocks' lines are fitted again: the cut
@@ -457,7 +457,7 @@ class Parameters:
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
                      "overlap_valleys", "pitch_line_height", "mp_warm_start", "linked_neighbours",
-                     "block_boundaries", "page_moments", "frame_initial_lines"):
+                     "block_boundaries", "page_moments", "frame_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -571,7 +571,7 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours", "block_boundaries", "oriented_blobs", "steep_evidence", "frame_initial_lines",
+    "linked_neighbours", "block_boundaries", "oriented_blobs", "steep_evidence", "frame_lines",
 })
 
 

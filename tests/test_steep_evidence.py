@@ -70,3 +70,18 @@ def test_steep_supported_reads_contrast_or_rows() -> None:
     assert steep_supported(angles, scores, inside, -60.0, 0.12, pts, stats, 3.0)
     # One row: no period.
     assert not steep_supported(angles, scores, inside, -60.0, 0.12, pts[:200], stats, 3.0)
+
+
+def test_frame_lines_turns_a_steep_fit_to_the_limit() -> None:
+    """``frame_lines`` (off by default): a blob whose samples run at 45 deg to its frame gets a
+    line at 20 deg (SPLIT_ANGLE), not 45; free, the principal axis."""
+    from engine.initial_lines import STEEP_SPLIT_ANGLE
+    from engine.regression import fit_lines
+
+    t = np.linspace(0.0, 100.0, 50)
+    uv = np.stack([t, t], axis=1)
+    free = fit_lines(uv, np.ones((50, 1)))
+    framed = fit_lines(uv, np.ones((50, 1)), max_angle=STEEP_SPLIT_ANGLE)
+    assert math.degrees(math.atan(free.a[0])) == pytest.approx(45.0)
+    assert math.degrees(math.atan(framed.a[0])) == pytest.approx(20.0)
+    assert not Parameters().frame_lines and Parameters(frame_lines=True).frame_lines
