@@ -21,6 +21,7 @@ import numpy as np
 
 from . import message_passing as mp
 from .blocks import linked_lines
+from .initial_lines import STEEP_SPLIT_ANGLE as FRAME_LINE_ANGLE
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
 from .pitch import sigma_t_cap
@@ -329,12 +330,14 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
     floor_t = params.sigma_t_floor * prep.stats.h_cc
     floor_s = params.sigma_s_floor * prep.stats.w_cc
     rot_inv = params.regression == "rotation_invariant"
+    # frame_lines: a line runs within SPLIT_ANGLE of its block's frame (engine.initial_lines).
+    max_angle = FRAME_LINE_ANGLE if params.frame_lines else 90.0
     for st in states:
         if len(st.lines) == 0 or len(st.samples) == 0:
             continue
         features, origin = point_features(st.uv)
         moments = np.stack([st.line_sums(features[:, k]) for k in range(features.shape[1])], axis=1)
-        fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s)
+        fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s, max_angle)
         fit = _cap_sigma_t(fit, _region_cap(prep, st, params, floor_t))
         # A line with almost no posterior mass keeps its geometry; its prior says it is gone.
         # (Issue 24's locked lines keep theirs too: they leave ``ok`` here, cap or none.)

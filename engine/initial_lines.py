@@ -273,7 +273,8 @@ def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float, 
 
 
 def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: ComponentStats,
-                     params: Parameters, around: float | None = None) -> float:
+                     params: Parameters, around: float | None = None, points: np.ndarray | None = None,
+                     page_deg: float | None = None) -> float:
     """The text angle (radians) in the orientation range whose filtered profile shows lines
     best (:func:`line_contrast`); with ``around`` (degrees: the direction of a block of words
     written across the main text, engine.regions.across_blocks), the best within
@@ -289,6 +290,13 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     kept blocks of short, densely packed steep lines at 0 deg (moc_train_13, moc_train_9: a
     horizontal filter joins their columns into long blobs; contrast 0.065 at -88 deg against
     0.014 at 0 deg).
+
+    With ``steep_evidence`` > 0 and the page's direction known (``page_deg``, the direction
+    of its long words, :func:`page_angle`), a steep angle (outside the range) that scores
+    best must also be supported by the region's ink (:func:`steep_supported`, with
+    ``points`` the region's samples); otherwise the region keeps the page's direction: the
+    best within ``AROUND_BLOCK`` of ``page_deg``. Without a page direction (bilevel pages)
+    there is no better angle to give the region, and the steep one stands.
 
     The score needs only the row sums of the filtered raster: they are computed from the
     ink cells directly (:func:`across_profile`), at a fraction of the cost of resampling and
@@ -329,8 +337,29 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     if steep and (~inside).any():
         k = int(np.argmax(np.where(inside, -np.inf, scores)))
         if scores[k] > scores[angles == best][0]:
-            best = float(angles[k])
-            lo, hi = -90.0, 90.0
+            steep_deg, steep_score = float(angles[k]), float(scores[k])
+            if params.steep_evidence > 0 and page_deg is not None:
+                # The evidence is read at the candidate's own angle to a fraction of a step: a
+                # long row skewed by a degree smears its profile's period (moc_train_20: no
+                # period at -90 deg, 70 px at -88.8 deg).
+                fine = steep_deg + np.linspace(-params.orientation_step, params.orientation_step, 9)
+                fine_scores = [score(deg) for deg in fine]
+                steep_deg = float(fine[int(np.argmax(fine_scores))])
+                steep_score = float(max(fine_scores))
+            if params.steep_evidence <= 0 or page_deg is None or steep_supported(
+                    angles, scores, inside, steep_deg, steep_score, points, stats, params.steep_evidence):
+                best = float(angles[k])
+                lo, hi = -90.0, 90.0
+            else:
+                # No evidence for the steep angle: the region keeps the page's, as a block of
+                # words keeps to its words' direction (``around``). A word of one row shows no
+                # rows at any angle, and its best in the range may be the edge of its
+                # downstrokes' peak (AN_0121-2's "mort": 0.074 at -40 deg and at 0 deg).
+                near = _angle_gap(angles, page_deg) <= AROUND_BLOCK + 1e-9
+                if not near.any():
+                    near = _angle_gap(angles, page_deg) <= _angle_gap(angles, page_deg).min() + 1e-9
+                best = float(angles[near][int(np.argmax(scores[near]))])
+                lo, hi = (-90.0, 90.0) if not inside[near].all() else (lo, hi)
     # A finer look around the best angle: skew matters to a fraction of a degree on long lines.
     step = params.orientation_step
     fine = np.clip(best + np.linspace(-step, step, 9), lo, hi)
@@ -341,6 +370,62 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
 #: How far (degrees) the frame of a block of words across the main text may turn from its
 #: words' direction (best_orientation's ``around``): half of engine.regions.SPLIT_ANGLE.
 AROUND_BLOCK = 10.0
+
+#: engine.regions.SPLIT_ANGLE (regions imports this module): angles closer than this (degrees)
+#: are one orientation of the text for :func:`steep_supported` and :func:`best_orientation`.
+STEEP_SPLIT_ANGLE = 20.0
+#: A row period is evidence for an angle when the region spans at least this many periods
+#: across the text there (a period needs two rows).
+STEEP_MIN_ROWS = 2.0
+
+
+def _angle_gap(a: np.ndarray, b: float) -> np.ndarray:
+    """Difference of orientations (degrees, period 180) in [0, 90]."""
+    return np.abs((np.asarray(a, np.float64) - b + 90.0) % 180.0 - 90.0)
+
+
+def steep_supported(angles: np.ndarray, scores: np.ndarray, inside: np.ndarray, deg: float,
+                    score: float, points: np.ndarray | None, stats: ComponentStats, ratio: float) -> bool:
+    """Whether a region's ink supports the steep angle ``deg`` (degrees, outside the range,
+    where its line contrast is ``score``; ``scores`` the contrast at every one of ``angles``,
+    ``inside`` the range's angles): its contrast there is at least ``ratio`` times the best at
+    the range's angles
+    ``STEEP_SPLIT_ANGLE`` or more away (the text at another orientation than the range
+    allows shows its rows there and nowhere near the range), or the region's samples
+    ``points (n, 2)`` have a row period across the text at that angle
+    (:func:`engine.pitch.across_pitch`) and span at least ``STEEP_MIN_ROWS`` periods.
+
+    What it rejects: one row of large slanted cursive whose H_cc is a third of its letters'
+    height (poilus AN_0121-2, H_cc 13 px from the card's perforated edge). The row's profile
+    at its own angle is one bump several H_cc tall, which the contrast (energy above the
+    scale of H_cc) mostly drops, while across the slanted downstrokes, 1-2 H_cc apart, the
+    profile is a comb: contrast 1.2-1.5x the range's best, no row period. Side notes at
+    their own angle score 3.3-20x (moc-train, 22 regions without a period) or show rows."""
+    far = inside & (_angle_gap(angles, deg) >= STEEP_SPLIT_ANGLE)
+    reference = float(scores[far].max()) if far.any() else 0.0
+    if score >= ratio * reference:
+        return True
+    if points is None or len(points) < 8:
+        return False
+    from .pitch import across_pitch  # pitch imports this module
+
+    v = to_region_frame(np.asarray(points, np.float64), math.radians(deg))[:, 1]
+    pitch, _, _ = across_pitch(v, stats.h_cc)
+    return bool(math.isfinite(pitch) and np.ptp(v) >= STEEP_MIN_ROWS * pitch)
+
+
+def page_angle(sample_axis: np.ndarray | None) -> float | None:
+    """The page's text direction (degrees): the direction its long words are written in, the
+    sample-weighted mode of ``sample_axis`` (:func:`engine.regions.component_axes`: cursive
+    words are long along their row, whatever H_cc says); None without long words. Bilevel
+    pages get no axes (the letter groups of binarised Arabic have no reliable direction,
+    engine.pipeline), and neither does a page with fewer than 8 samples on long words."""
+    from .regions import _axis_mode  # regions imports this module
+
+    if sample_axis is None:
+        return None
+    axes = sample_axis[np.isfinite(sample_axis)]
+    return _axis_mode(axes) if len(axes) >= 8 else None
 
 
 def blob_elongation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: ComponentStats,
@@ -547,15 +632,18 @@ def order_lines(lines: LineSet, region_centre_u: dict[int, float]) -> np.ndarray
 def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
                   sample_region: np.ndarray, stats: ComponentStats, params: Parameters,
                   small: np.ndarray | None = None, only: np.ndarray | None = None,
-                  phis: dict[int, float] | None = None, block_angles: dict[int, float] | None = None
-                  ) -> tuple[LineSet, tuple[Region, ...]]:
+                  phis: dict[int, float] | None = None, block_angles: dict[int, float] | None = None,
+                  sample_axis: np.ndarray | None = None) -> tuple[LineSet, tuple[Region, ...]]:
     """Initial lines of every region and the regions (with their frame angle and box).
     ``small (N,)`` marks samples on diacritic-sized components: blobs made mostly of them
     are residual and get no line. ``only``: the regions to fit (default all; the lines and
     regions returned are theirs); ``phis``: known frame angles (radians) by region, not
     searched again (engine.blocks.refine_boundaries moves a few words between blocks);
     ``block_angles``: by region, the direction (degrees) of its words when it is a block of
-    words across the main text (engine.regions.find_regions), which its frame keeps to."""
+    words across the main text (engine.regions.find_regions), which its frame keeps to;
+    ``sample_axis``: each sample's long word's direction (engine.regions.component_axes), for
+    the page's direction that a region with no evidence for a steep angle keeps
+    (``steep_evidence``, :func:`page_angle`)."""
     if small is None:
         small = np.zeros(len(samples), bool)
     rot_inv = params.regression == "rotation_invariant"
@@ -570,6 +658,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     parts: list[LineSet] = []
     regions: list[Region] = []
     centres: dict[int, float] = {}
+    # The page's direction, which a region with no evidence for a steep angle keeps.
+    page_deg = page_angle(sample_axis) if params.steep_evidence > 0 and params.steep_regions else None
     todo = range(int(sample_region.max()) + 1) if only is None else [int(r) for r in only]
     for r in todo:  # loop over regions (a few), not samples
         members = sample_region == r
@@ -592,7 +682,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             phi = phis[r]
         else:
             phi = best_orientation(region_ink, bbox, stats, params,
-                                   None if block_angles is None else block_angles.get(r))
+                                   None if block_angles is None else block_angles.get(r), xy, page_deg)
         regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
         scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
@@ -619,7 +709,10 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             weights = np.ones((len(uv), 1))
         else:
             weights = (blob_of_sample[:, None] == ids[None, :]).astype(np.float64)
-        fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
+        # frame_lines: a blob is a piece of a row at the frame's angle; its line runs within
+        # SPLIT_ANGLE of it (a steeper direction is another block's: stage 5 cuts there).
+        fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s,
+                        STEEP_SPLIT_ANGLE if params.frame_lines else 90.0)
         n_lines = len(fit.a)
         prior = fit.weight / max(fit.weight.sum(), 1e-12)
         parts.append(LineSet(fit.a, fit.b, fit.c, fit.sigma_t, fit.sigma_s, prior,

@@ -90,6 +90,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     # Steps of 10 deg either side of a region's frame: up to 60 deg (a line steeper than that
     # to its frame is another block's, and its slope in the frame runs off to infinity).
     "oriented_blobs": (0, 6, True, True),
+    "steep_evidence": (0.0, 100.0, True, True),
     "blob_threshold": (0.05, 2.0, True, True),
     "weak_line_level": (0.0, 1.0, True, False),
     "diacritic_height": (0.0, 5.0, True, True),
@@ -188,6 +189,28 @@ class Parameters:
     #: pixel IU 31.6 -> 46.9 %; ahte-train, cremma20, kraken-sample unchanged (with a second
     #: test, blobs longer along the text, since dropped: issue 26, docs/history.md).
     steep_regions: bool = True
+    #: With steep_regions, a region takes an angle outside orientation_min...max only when its
+    #: ink supplies evidence for it: its line contrast there is at least this many times the
+    #: best it shows at any angle of the range SPLIT_ANGLE (20 deg) or more away, or its
+    #: samples' profile across the text has a row period there (engine.pitch.across_pitch)
+    #: spanning two rows or more. Otherwise it keeps the page's direction (the mode of its long
+    #: words' axes, engine.regions.component_axes): the best angle within 10 deg of it
+    #: (engine.initial_lines.best_orientation). Bilevel pages have no word axes, hence no
+    #: direction to fall back on, and are not tested. Without it, a word of large slanted
+    #: cursive whose H_cc came out at a third of its letters' height (poilus AN_0121-2: 13 px
+    #: from a perforated edge) scored best across its downstrokes and took their angle:
+    #: regions at -64, 81, -90, -71, -58, -53 deg on three horizontal rows.
+    #: 0 = off (any better score wins). Not in the paper (its range is -40...40). At 3:
+    #: poilus-dev FM / line IU 67.0 / 78.6 -> 69.7 / 80.5 %, 445 -> 432 lines; ahte-train,
+    #: cremma20, kraken-sample, moc-train unchanged (docs/history.md, 2026-11-27).
+    steep_evidence: float = 3.0
+    #: A line runs at most SPLIT_ANGLE (20 deg, where stage 5 cuts a region in two blocks)
+    #: from its region's frame: a steeper initial fit or M-step regression is turned to that
+    #: angle (engine.regression.fit_from_moments). A steeper direction is another block's; a
+    #: blob or a line whose samples spread across it (specks, a capital's long stroke, words
+    #: of two rows) turned 35-70 deg from its frame (poilus AN_0121-2), across words that no
+    #: block's rows at that angle support. Not in the paper (eq. update1 fits each line freely).
+    frame_lines: bool = False
     #: After the initial lines, a word at the junction of two touching blocks (regions) goes
     #: to the block whose lines pass at least twice as close to it as its own block's
     #: (engine.blocks.refine_boundaries), and the blocks' lines are fitted again: the cut
@@ -443,7 +466,7 @@ class Parameters:
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
                      "overlap_valleys", "pitch_line_height", "mp_warm_start", "linked_neighbours",
-                     "block_boundaries", "page_moments"):
+                     "block_boundaries", "page_moments", "frame_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -557,7 +580,7 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours", "block_boundaries", "oriented_blobs",
+    "linked_neighbours", "block_boundaries", "oriented_blobs", "steep_evidence", "frame_lines",
 })
 
 
@@ -660,6 +683,9 @@ PAPER: dict[str, PaperValue] = {
     "theta_edge_sample": PaperValue(0, "Algorithm 2: sum over all u",
                                     "a fixed sample of 40k edges gives the moments to a fraction of a "
                                     "percent at a third of the cost."),
+    "steep_evidence": PaperValue(0.0, "absent (§5.1: alpha in [-40, 40] deg, no steep angle to test)",
+                                 "one row of large slanted cursive with H_cc a third of its letters' "
+                                 "height scored best across its downstrokes (-50 to -90 deg)."),
     "block_boundaries": PaperValue(False, "absent (§4.1: regions only)",
                                    "a side note's corner stayed with the main text, whose line bent "
                                    "across the boundary to reach it."),

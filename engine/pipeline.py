@@ -104,7 +104,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     say("initial lines")
     small = heights[sample_component] < params.diacritic_height * stats.h_cc
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
-                                            stats, params, small, block_angles=block_angles)
+                                            stats, params, small, block_angles=block_angles, sample_axis=axes)
     if params.block_boundaries and len(regions) > 1:
         def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
             return _initial.initial_lines(components, samples, sample_component, region, stats, params,

@@ -38,19 +38,24 @@ def point_features(uv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_lines(uv: np.ndarray, weights: np.ndarray, rotation_invariant: bool = True,
-              sigma_t_floor: float = 1.0, sigma_s_floor: float = 1.0) -> LineFit:
+              sigma_t_floor: float = 1.0, sigma_s_floor: float = 1.0, max_angle: float = 90.0) -> LineFit:
     """Fit L lines to points ``uv (n, 2)`` with weights ``(n, L)`` (posteriors or 0/1).
 
     Returns per-line ``a, b, c, sigma_t, sigma_s`` (pixels) and the total weight. Lines with
-    (almost) no weight get NaN parameters; the caller keeps their previous values."""
+    (almost) no weight get NaN parameters; the caller keeps their previous values.
+    ``max_angle``: see :func:`fit_from_moments`."""
     features, origin = point_features(uv)
     moments = np.asarray(weights, dtype=np.float64).T @ features  # (L, 6)
-    return fit_from_moments(moments, origin, rotation_invariant, sigma_t_floor, sigma_s_floor)
+    return fit_from_moments(moments, origin, rotation_invariant, sigma_t_floor, sigma_s_floor, max_angle)
 
 
 def fit_from_moments(moments: np.ndarray, origin: np.ndarray, rotation_invariant: bool = True,
-                     sigma_t_floor: float = 1.0, sigma_s_floor: float = 1.0) -> LineFit:
-    """Lines from weighted moments ``(L, 6)`` of the features of :func:`point_features`."""
+                     sigma_t_floor: float = 1.0, sigma_s_floor: float = 1.0, max_angle: float = 90.0
+                     ) -> LineFit:
+    """Lines from weighted moments ``(L, 6)`` of the features of :func:`point_features`.
+    ``max_angle`` (degrees, under 90): the steepest a line may run in the frame (u axis);
+    a steeper fit is turned to that angle, and its spreads measured about it
+    (``Parameters.frame_lines``)."""
     total = moments[:, 0]
     with np.errstate(invalid="ignore", divide="ignore"):
         safe = np.where(total > 1e-9, total, np.nan)
@@ -63,6 +68,9 @@ def fit_from_moments(moments: np.ndarray, origin: np.ndarray, rotation_invariant
         if rotation_invariant:
             beta = 0.5 * np.arctan2(2.0 * suv, suu - svv)
             beta = np.where(suu >= svv, beta, np.arctan(ols))
+            if max_angle < 90.0:
+                limit = np.radians(max_angle)
+                beta = np.clip(beta, -limit, limit)
             a = np.tan(beta)
             cos, sin = np.cos(beta), np.sin(beta)
             var_t = svv * cos**2 - 2.0 * suv * sin * cos + suu * sin**2
@@ -70,6 +78,8 @@ def fit_from_moments(moments: np.ndarray, origin: np.ndarray, rotation_invariant
             c_local = (mu + a * mv) / np.sqrt(1.0 + a * a)
         else:
             a = ols
+            if max_angle < 90.0:
+                a = np.clip(a, -np.tan(np.radians(max_angle)), np.tan(np.radians(max_angle)))
             var_t = svv - 2.0 * a * suv + a * a * suu
             var_s = suu
             c_local = mu

@@ -533,3 +533,27 @@ def close_angle_columns_page(seed: int = 0, theta_deg: float = -15.0, gap: float
     page = SyntheticPage(image=image, labels=labels, n_lines=len(lines),
                          angles=tuple(ln.angle_deg() for ln in lines), kind="close_columns")
     return page, np.array([ln.block for ln in lines])
+
+
+def perforated_card_page(seed: int = 0, slant: float = 0.6) -> SyntheticPage:
+    """Three rows of large slanted cursive on a card with a perforated edge (poilus AN_0121-2,
+    issue 26): x-height 28 px, words 2.5-3.5 x-heights apart (each word a region of its own),
+    rows 5 x-heights apart, and round holes 10 px across every 20 px along the four sides. The
+    holes outnumber the words' components, so H_cc comes out at the holes' size, about a
+    third of the letters' height. The holes are not text (label 0)."""
+    rng = np.random.default_rng([seed, 121])
+    h = 28.0
+    style = _Style(h=h, thickness=4, slant=slant)
+    style.word_gap = (2.5, 3.5)
+    width, height = 1100, 900
+    lines = _block(rng, 3, 800.0, 5.0 * h, 0.0, h, (150.0, 250.0, 1000.0, 800.0), align="top")
+    image, labels = _render(lines, style, rng, (height, width), 1.0, touching=False)
+    dot = 10
+    for x in range(30, width - 30, 2 * dot):
+        for y in (20, height - 20):
+            cv2.circle(image, (x, y), dot // 2, 30, -1)
+    for y in range(30, height - 30, 2 * dot):
+        for x in (20, width - 20):
+            cv2.circle(image, (x, y), dot // 2, 30, -1)
+    return SyntheticPage(image=image, labels=labels, n_lines=len(lines),
+                         angles=tuple(ln.angle_deg() for ln in lines), kind="perforated_card")
