@@ -274,7 +274,7 @@ def line_contrast(profile: np.ndarray, sigma_across: float, sigma_block: float, 
 
 def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: ComponentStats,
                      params: Parameters, around: float | None = None, points: np.ndarray | None = None,
-                     page_deg: float | None = None) -> float:
+                     page_deg: float | None = None, report: dict | None = None) -> float:
     """The text angle (radians) in the orientation range whose filtered profile shows lines
     best (:func:`line_contrast`); with ``around`` (degrees: the direction of a block of words
     written across the main text, engine.regions.across_blocks), the best within
@@ -355,6 +355,8 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
                 # words keeps to its words' direction (``around``). A word of one row shows no
                 # rows at any angle, and its best in the range may be the edge of its
                 # downstrokes' peak (AN_0121-2's "mort": 0.074 at -40 deg and at 0 deg).
+                if report is not None:
+                    report["page_direction"] = True
                 near = _angle_gap(angles, page_deg) <= AROUND_BLOCK + 1e-9
                 if not near.any():
                     near = _angle_gap(angles, page_deg) <= _angle_gap(angles, page_deg).min() + 1e-9
@@ -678,12 +680,14 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
         bbox = (int(x0), int(y0), int(x1), int(y1))
         region_ink = region_mask(components, comp_in_region, bbox, scale)
+        report: dict = {}
         if phis is not None and r in phis:
             phi = phis[r]
         else:
             phi = best_orientation(region_ink, bbox, stats, params,
-                                   None if block_angles is None else block_angles.get(r), xy, page_deg)
-        regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum())))
+                                   None if block_angles is None else block_angles.get(r), xy, page_deg, report)
+        regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum()),
+                              page_direction=bool(report.get("page_direction", False))))
         scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
         blob_stats = (replace(stats, h_cc=line_height(raster, stats, scale, params.t_o))

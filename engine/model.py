@@ -159,6 +159,9 @@ class Region:
     phi: float
     bbox: tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive)
     n_samples: int
+    #: Its frame is the page's direction, given for want of evidence for the steep angle it
+    #: scored best at (``Parameters.steep_evidence``): it says nothing of which block it is part of.
+    page_direction: bool = False
 
 
 @dataclass(frozen=True)
