@@ -458,7 +458,8 @@ def _profile_score(xy: np.ndarray, lines: LineSet, idx: np.ndarray, log_density:
     return beyond, z
 
 
-def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -> np.ndarray:
+def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, split_nearest: str = "never"
+                 ) -> np.ndarray:
     """Pixel label map int32 ``(H, W)``: 0 = background, k = line k-1 of ``lines``.
 
     The paper gives a component whose samples agree their line and splits the others by the
@@ -472,7 +473,9 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
       (ground truth of pixel-labelled sets assigns components whole), but for its pixels
       beyond that line's outer band, which go to the likeliest of its other lines;
     * one that reaches the cores of several is split, each pixel to the most likely of those
-      lines under the profile (touching strokes of two lines);
+      lines under the profile (touching strokes of two lines); by ``split_nearest``
+      ("locked": where all those lines are locked; "always"), to the nearest of those lines
+      instead (see Parameters.split_nearest);
     * one that reaches no core (diacritics, dots, stroke pieces in the gap) goes to the line
       of the nearest ink that is placed: the majority, over its pixels, of the line of the
       closest sample on a component not in the gap;
@@ -566,6 +569,18 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray) -
     split = (n_reached >= 2)[cid]
     if split.any():  # touching strokes of several lines: each pixel to its likeliest line
         best = np.argmax(np.where(reached[cid[split]], score[split], -np.inf), axis=1)
+        if split_nearest != "never":  # the nearest of the reached lines: the cut midway between them
+            on = reached[cid[split]]
+            lines_of = cand[cid[split]]
+            rows = np.arange(len(on))
+            if split_nearest == "locked":
+                rows = rows[np.all(~on | lines.locked[np.maximum(lines_of, 0)], axis=1)]
+            on, lines_of, xy_split = on[rows], lines_of[rows], xy[split][rows]
+            dist = np.full(on.shape, np.inf)
+            for k in range(max_c):  # a few candidate slots, each vectorised over pixels
+                v = on[:, k]
+                dist[v, k] = _distance(xy_split[v], lines, lines_of[v, k], forms)
+            best[rows] = np.argmin(dist, axis=1)
         flat[pix[split]] = (cand[cid[split], best] + 1).astype(np.int32)
 
     one_of_several = (one & multi)[cid]
@@ -746,7 +761,7 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
         labels = paper_labels(prep.components, prep.samples, prep.sample_component, prep.sample_region,
                               final, sample_labels)
     else:
-        labels = final_labels(prep, final, sample_labels)
+        labels = final_labels(prep, final, sample_labels, split_nearest=params.split_nearest)
     if params.label_non_text and len(final):
         if prep.specks is not None and prep.specks.shape == labels.shape:
             owners = prep.speck_owners

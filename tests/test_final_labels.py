@@ -227,3 +227,37 @@ def test_ink_placed_whole_yields_what_reaches_into_another_lines_core(monkeypatc
     # Without the rule the stroke stays whole on the upper line.
     monkeypatch.setattr("engine.postprocess._yield_to_cores", lambda *args: None)
     assert np.all(final_labels(prep, lines, labels)[stroke] == 1)
+
+
+def test_touching_strokes_between_locked_lines_are_cut_midway(page: dict) -> None:
+    """Parameters.split_nearest: the upper line's sigma_t is twice the lower's (a locked line
+    whose spread was measured over ink it took). The profile rule scales each line's
+    distances by its own sigma_t, so the wider upper line takes the descender far past the
+    midpoint, into the lower line's word; the nearest of the two lines cuts it midway, where
+    the ground truth does: always ("always"), or between locked lines ("locked")."""
+    import dataclasses
+
+    prep, truth = page["prep"], page["truth"]
+    free = LineSet(a=np.zeros(2), b=np.array([UPPER, LOWER], float), c=np.full(2, 450.0),
+                   sigma_t=np.array([2.0 * SIGMA_T, SIGMA_T]), sigma_s=np.full(2, 250.0),
+                   prior=np.full(2, 0.5), region=np.zeros(2, np.int32), phi=np.zeros(2))
+    locked = dataclasses.replace(free, locked=np.ones(2, bool))
+    joined = prep.components == prep.components[UPPER + 30, 701]
+    descender = np.zeros(joined.shape, bool)
+    descender[UPPER + 10:LOWER, 700:704] = True
+    rows = np.nonzero(descender)[0]
+    cut = {}
+    for lines, rule in ((free, "never"), (free, "locked"), (locked, "never"), (locked, "locked"),
+                        (free, "always")):
+        out = final_labels(prep, lines, page["labels"], split_nearest=rule)
+        # Each line keeps its own word.
+        assert np.all(out[joined & (truth == 1) & (np.arange(400)[:, None] < UPPER + 10)] == 1)
+        assert np.all(out[joined & (np.arange(400)[:, None] >= LOWER - 10)] == 2)
+        cut[bool(lines.locked.all()), rule] = (rows[out[descender] == 1].max(),
+                                               (out[joined] == truth[joined]).mean())
+    for key in ((True, "locked"), (False, "always")):
+        assert abs(cut[key][0] - 200) <= 1 and cut[key][1] > 0.95, (key, cut[key])
+    # The profile's cut lies well below the midpoint (what split_nearest corrects); free
+    # lines under "locked" keep it.
+    for key in ((False, "never"), (True, "never"), (False, "locked")):
+        assert cut[key][0] >= 205 and cut[key][1] < cut[True, "locked"][1] - 0.02, (key, cut[key])

@@ -132,6 +132,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "split_space": (0.0, "absent"),
     "label_non_text": (False, "absent: §4.2 labels the sampled components"),
     "final_labelling": ("paper", "§4.2 final labeling"),
+    "split_nearest": ("never", "absent: the profile labelling is not the paper's, and §4.2 has no locked lines"),
     # not the method
     "snapshot_top_k": NotInPaper("what a snapshot keeps for display, not part of the method"),
     "preset_name": ("paper", "the preset's own name"),
