@@ -53,6 +53,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "page_area": (False, "absent"),
     "strip_strokes": (False, "absent"),
     "colour_non_text": (False, "absent"),
+    "colour_stamps": (False, "absent"),
     # stage 2: component statistics
     "max_pitch_hcc": (0.0, "absent (H_cc is not checked against the rows)"),
     # stage 3: sampling
