@@ -57,11 +57,13 @@ def test_stamp_is_not_text_and_a_red_word_on_a_row_is(page_with_stamp_and_red_wo
 def test_stamp_ink_keeps_only_shapes_taller_than_a_row() -> None:
     other = np.zeros((400, 600), bool)
     other[50:70, 50:300] = True          # a word's height: stays
-    other[150:350, 400:410] = True       # a ring's side, 200 px tall: a stamp
+    other[150:350, 400:410] = True       # a ring, 200 px tall and 100 wide: a stamp
     other[150:160, 400:500] = True
+    other[150:350, 20:30] = True         # a narrow rule, 200 px tall: not a stamp
     out = stamp_ink(other, 20.0)
     assert not out[50:70, 50:300].any()
     assert out[150:350, 400:410].all() and out[150:160, 400:500].all()
+    assert not out[150:350, 20:30].any()
     assert not stamp_ink(np.zeros((10, 10), bool), 20.0).any()
 
 
