@@ -14,10 +14,10 @@ from engine.io import page_from_array
 from engine.params import Parameters
 
 
-@pytest.fixture(scope="module")
-def page_with_stamp_and_red_word():
-    """The synthetic page in colour, a violet round stamp over its middle lines, and the
-    first half of its first line rewritten in red ink (a second ink that is text)."""
+def stamped_page_with_red_word() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The synthetic page in colour ``(H, W, 3)``, a violet round stamp over its middle
+    lines, and the first half of its first line rewritten in red ink (a second ink that is
+    text); its truth, and the masks of the red half-line and of the stamp."""
     page = make_page("straight", 0)
     rgb = np.repeat(page.image[:, :, None], 3, axis=2)
     gt = page.labels
@@ -33,6 +33,12 @@ def page_with_stamp_and_red_word():
     dark = (255.0 - rgb[band].astype(np.float64).mean(axis=1))[:, None]
     rgb = rgb.copy()
     rgb[band] = np.rint(255.0 - dark * (0.2, 1.0, 1.0)).astype(np.uint8)
+    return rgb, gt, word, stamp
+
+
+@pytest.fixture(scope="module")
+def page_with_stamp_and_red_word():
+    rgb, _, word, stamp = stamped_page_with_red_word()
     return page_from_array(rgb), word, stamp
 
 
