@@ -138,7 +138,8 @@ class Parameters:
     #: kept out of sampling (no initial line, no EM sample) and still labelled at the end,
     #: like every non-text pixel on a line's row (label_non_text). Implied by colour_non_text.
     #: Off: poilus-dev FM 68.7 -> 67.6 % on the default draw (a new draw of the samples);
-    #: +1.5 and +0.9 points with sample_by_position on in both runs (docs/history.md).
+    #: +1.5, +0.9 and +0.2 points over three seeds with sample_by_position on in both runs
+    #: (docs/history.md).
     colour_stamps: bool = False
     # --- stage 2: component statistics ---------------------------------------------------
     #: H_cc checked against the page's rows: where the row pitch (engine.pitch.page_rows,
