@@ -243,8 +243,11 @@ def find_ink(page: Page, params: Parameters) -> InkResult:
         surround = ink & ~area
         ink &= area
     stamps = None
-    if params.colour_non_text and page.colour is not None and page.colour.shape[:2] == ink.shape:
+    colour_step = params.colour_non_text or params.colour_stamps
+    if colour_step and page.colour is not None and page.colour.shape[:2] == ink.shape:
         stamps = other_colour_ink(page.colour, ink)
+        if not params.colour_non_text:
+            stamps = stamp_ink(stamps, max(h_text, 8.0))
         if stamps.any():
             # Where a letter's stroke crosses a coloured rule or a stamp's line, the crossing
             # is the letter's too (as for the long strokes of _strip_long_strokes).
@@ -405,6 +408,42 @@ def other_colour_ink(colour: np.ndarray, ink: np.ndarray) -> np.ndarray:
     centre = np.median(ab, axis=0)
     far = np.hypot(ab[:, 0] - centre[0], ab[:, 1] - centre[1]) > OTHER_COLOUR
     out.ravel()[idx[far]] = True
+    return out
+
+
+def stamp_ink(other: np.ndarray, h_text: float) -> np.ndarray:
+    """The other-colour ink ``other`` (bool ``(H, W)``, :func:`other_colour_ink`) that forms
+    shapes taller than a row and as wide: bool ``(H, W)``.
+
+    Pieces of ink of another colour less than half a text height apart are one shape (a
+    stamp's ring, its letters and its date; a printed block of several rows); a shape whose
+    box is more than ``ROW_SPAN`` text heights tall and wide runs across rows, as no word does:
+    a stamp, a seal, a printed block, a cloud drawn round the text (a narrow one is a rule or a
+    thread, left to the long-stroke stripping). A word or a few letters written in a second ink
+    within a row (a correction, an added name) is lower and stays text."""
+    out = np.zeros(other.shape, bool)
+    if not other.any():
+        return out
+    reach = max(int(round(h_text / 2)), 1)
+    joined = cv2.dilate(other.view(np.uint8), cv2.getStructuringElement(cv2.MORPH_RECT,
+                                                                        (2 * reach + 1, 2 * reach + 1)))
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(joined, connectivity=8)
+    # The dilation adds ``reach`` on each side of the ink's own extent. Wide too, across its
+    # own direction: a coloured rule or a thread down the page, straight or slanted, is a
+    # narrow shape, and what is left of it in the ink is where the writing crosses it (poilus
+    # AD78_0084-1, AN_0207-0: letters lost).
+    span = ROW_SPAN * h_text
+    tall = ((stats[:, cv2.CC_STAT_HEIGHT] - 2 * reach) > span) & ((stats[:, cv2.CC_STAT_WIDTH] - 2 * reach) > span)
+    tall[0] = False
+    for i in np.flatnonzero(tall):
+        x, y, w, h = stats[i, :4]
+        ys, xs = np.nonzero(labels[y:y + h, x:x + w] == i)
+        (_, _), (a, b), _ = cv2.minAreaRect(np.column_stack([xs, ys]).astype(np.float32))
+        tall[i] = min(a, b) - 2 * reach > span
+    if not tall.any():
+        return out
+    out = tall[labels]
+    out &= other
     return out
 
 

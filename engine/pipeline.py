@@ -74,7 +74,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     tick("components")
     say("sample")
     samples, sample_component = _sampling.sample_ink_pixels(components, params.sample_ratio,
-                                                            params.seed, ink)
+                                                            params.seed, ink, params.sample_by_position)
     tick("sample")
     if params.max_pitch_hcc > 0:
         # H_cc against the page's rows (the samples do not depend on H_cc).

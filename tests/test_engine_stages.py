@@ -78,6 +78,32 @@ def test_sampling_ratio_coverage_and_seed():
     assert len(other) != len(samples) or not np.array_equal(other, samples)
 
 
+def test_sampling_by_position_keeps_the_samples_where_the_ink_did_not_change():
+    """``by_position``: the ratio (+-10 % on this small page) and one pixel of every component
+    as before; removing the ink of one half of the page leaves the other half's samples
+    exactly as they were (the permutation's draw keeps almost none of them)."""
+    rng = np.random.default_rng(0)
+    comps = (rng.random((300, 400)) < 0.3).astype(np.int32)
+    comps[150:160, 300:310] = 2  # a small component the uniform draw may miss
+    n_ink = int((comps > 0).sum())
+    samples, comp = sample_ink_pixels(comps, 0.05, seed=3, by_position=True)
+    assert abs(len(samples) / n_ink - 0.05) <= 0.1 * 0.05
+    assert set(np.unique(comp)) == {1, 2}
+    xs, ys = samples[:, 0].astype(int), samples[:, 1].astype(int)
+    assert np.array_equal(comps[ys, xs], comp)
+    half = comps.copy()
+    half[:, :200] = 0
+    def right(s: np.ndarray) -> set:
+        return {(x, y) for x, y in s.astype(int).tolist() if x >= 200}
+    kept, _ = sample_ink_pixels(half, 0.05, seed=3, by_position=True)
+    assert right(kept) == right(samples)
+    plain, _ = sample_ink_pixels(comps, 0.05, seed=3)
+    plain_half, _ = sample_ink_pixels(half, 0.05, seed=3)
+    assert len(right(plain) & right(plain_half)) < 0.5 * len(right(plain))
+    other, _ = sample_ink_pixels(comps, 0.05, seed=4, by_position=True)
+    assert not np.array_equal(other, samples)
+
+
 def test_sampling_empty_page():
     """A page without ink gives zero samples of the right shapes."""
     samples, comp = sample_ink_pixels(np.zeros((50, 60), np.int32), 0.05, seed=0)

@@ -53,10 +53,12 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "page_area": (False, "absent"),
     "strip_strokes": (False, "absent"),
     "colour_non_text": (False, "absent"),
+    "colour_stamps": (False, "absent"),
     # stage 2: component statistics
     "max_pitch_hcc": (0.0, "absent (H_cc is not checked against the rows)"),
     # stage 3: sampling
     "sample_ratio": (0.05, "§5.6 Random pixel selection: 5 % as standard value"),
+    "sample_by_position": (False, "§5.6 random pixel selection (a draw over the ink)"),
     "seed": NotInPaper("the random draw's seed is not a parameter of the method"),
     # stage 5: regions
     "region_threshold": NotInPaper("§4.1 uses Xiao & Yan's image-dependent threshold, not given in "
