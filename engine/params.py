@@ -65,6 +65,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "orientation_step": (0.1, 45.0, True, True),
     "t_o": (0.5, 20.0, True, True),
     "t_r": (0.0, 1.0, True, False),
+    "row_fill": (0.0, 10.0, True, True),
     "r": (0.0, 1.0, True, True),
     "epsilon": (0.0, 0.5, True, False),
     "max_em_iterations": (1, 10_000, True, True),
@@ -235,6 +236,12 @@ class Parameters:
     #: 56.8 / 57.1 / 57.9 / 57.8 / 57.9 (57.6), moc-train 26.0 / 25.6 / 25.5 / 25.8 / 25.5
     #: (25.2); ahte-train and kraken-sample unchanged at every floor.
     weak_line_level: float = 0.7
+    #: Samples further than this many row pitches across the text from every initial line of
+    #: their region lie in a row no line reaches (a blob under Otsu's level or t_r: a short
+    #: row, a fold, specks); each such row of the region's period (engine.pitch) holding at
+    #: least min_region_samples of them gets an initial line (engine.row_fill). Without it
+    #: EM gives them to the nearest line, whose band and slope follow them. 0 = off (paper).
+    row_fill: float = 0.0
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
     #: Split a tall blob at the valleys of its row profile (equal bands only where it has
@@ -577,7 +584,7 @@ PREPARATION_FIELDS = frozenset({
     "region_threshold", "min_region_samples", "row_join", "filter_sigma_across", "filter_sigma_along",
     "filter_size_across", "filter_size_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
-    "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
+    "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "row_fill", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
     "linked_neighbours", "block_boundaries", "oriented_blobs", "steep_evidence", "frame_lines",
@@ -633,6 +640,8 @@ PAPER: dict[str, PaperValue] = {
     "pitch_line_height": PaperValue(False, "§5.1: filter and t_o in units of H_cc",
                                     "on Arabic hands H_cc is a letter group's height, far below the "
                                     "line's."),
+    "row_fill": PaperValue(0.0, "absent (§4.1: a line per blob)",
+                           "off in the default too: see its docstring for the five sets' figures."),
     "weak_line_level": PaperValue(0.0, "§4.1: Otsu on the filtered image",
                                   "a paragraph's last words respond under Otsu's level and got no "
                                   "initial line; the line above was fitted through both rows."),

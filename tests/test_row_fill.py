@@ -1,0 +1,88 @@
+"""Issue 26, failure 1 on poilus AN_0121-2: a row with no initial line (its blob under Otsu's
+level or the ink-ratio test) lends its samples to the nearest line, whose band then covers
+two rows. ``row_fill`` gives every row of a region's period that no initial line reaches a
+line of its own (engine.row_fill). Each test runs the mechanism switched off too and asserts
+the failure it fixes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from synthetic import make_page
+
+from engine import row_fill as _row_fill
+from engine.metric import contest_metric
+from engine.model import to_region_frame
+from engine.params import Parameters
+from engine.pipeline import finish, prepare, run_em
+
+
+@pytest.fixture(scope="module")
+def rows():
+    page = make_page("dense_rows", seed=0)
+    return page, prepare(page.image)
+
+
+def _without_row(prep, k: int):
+    """The prepared lines less the ``k``-th line of the largest region (top to bottom)."""
+    lines = prep.initial_lines
+    region = int(np.bincount(lines.region).argmax())
+    own = np.flatnonzero(lines.region == region)
+    assert len(own) >= 4, len(own)
+    keep = np.setdiff1d(np.arange(len(lines)), own[k])
+    return lines.take(keep), lines.take(own[k:k + 1]), region
+
+
+def _fill(prep, lines, reach: float):
+    p = prep.params
+    return _row_fill.fill_rows(prep.samples, prep.sample_region, lines, prep.regions, prep.row_pitch, reach,
+                               p.min_region_samples, p.sigma_t_floor * prep.stats.h_cc,
+                               p.sigma_s_floor * prep.stats.w_cc)
+
+
+def test_a_row_without_a_line_gets_one(rows) -> None:
+    """dense_rows (15 rows of small writing in one region): the fifth row's initial line taken away, the row's samples lie a pitch
+    from every other line; fill_rows gives them one line, on the row (within a tenth of the
+    pitch of the line taken away); with row_fill 0 it adds none."""
+    page, prep = rows
+    assert len(prep.initial_lines) == page.n_lines
+    lines, gone, region = _without_row(prep, 4)
+    filled, added = _fill(prep, lines, 0.5)
+    assert added == 1 and len(filled) == len(prep.initial_lines)
+    pitch = prep.row_pitch[region].pitch
+    phi = prep.regions[region].phi
+    new = np.setdiff1d(np.arange(len(filled)), [int(np.argmin(np.abs(filled.b - b))) for b in lines.b])
+    assert len(new) == 1
+    centre = to_region_frame(gone.segments(0.0)[:, 0], phi)
+    across = filled.take(new).a * centre[:, 0] + filled.take(new).b - centre[:, 1]
+    assert abs(float(across[0])) < 0.1 * pitch, (across, pitch)
+    assert _fill(prep, lines, 0.0) == (lines, 0)
+    # The prepared lines reach every row: nothing to fill.
+    assert _fill(prep, prep.initial_lines, 0.5)[1] == 0
+
+
+def test_em_keeps_each_row_on_its_line(rows) -> None:
+    """EM from the lines less one row's: without a line for that row its neighbour takes both
+    rows (FM under 1); with the row filled, one line per row (FM 1.0)."""
+    page, prep = rows
+    lines, _, _ = _without_row(prep, 4)
+    scores = {}
+    for reach in (0.0, 0.5):
+        start, _ = _fill(prep, lines, reach)
+        *_, last = run_em(prep, start)
+        seg = finish(prep, last)
+        scores[reach] = contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm
+    print(scores)
+    assert scores[0.5] == pytest.approx(1.0), scores
+    assert scores[0.0] < 0.9, scores
+
+
+def test_prepare_fills_rows_only_when_asked() -> None:
+    """The field reaches stage 6: on the wide_words page every row already has its line, so
+    prepare's lines are the same with and without it (the mechanism is dormant)."""
+    page = make_page("wide_words", seed=1)
+    on = prepare(page.image, Parameters(row_fill=0.5)).initial_lines
+    off = prepare(page.image, dataclasses.replace(Parameters(), row_fill=0.0)).initial_lines
+    assert len(on) == len(off) == page.n_lines
