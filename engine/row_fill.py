@@ -33,7 +33,7 @@ from .unary import across_distance
 
 
 def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, reach: float,
-                   min_samples: int) -> list[np.ndarray]:
+                   min_samples: int, small: np.ndarray | None = None) -> list[np.ndarray]:
     """Groups (index arrays into ``uv (n, 2)``, region-frame points) of the samples further
     than ``reach`` x ``pitch`` across the text from every one of ``lines`` (the region's),
     one group per row of the period (centres at ``phase + k pitch``) holding at least
@@ -41,7 +41,10 @@ def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, r
     if len(uv) == 0 or len(lines) == 0 or not math.isfinite(pitch) or pitch <= 0 or reach <= 0:
         return []
     d = np.abs(across_distance(uv, lines)).min(axis=1)
-    far = np.flatnonzero(d > reach * pitch)
+    far = d > reach * pitch
+    if small is not None:
+        far &= ~small
+    far = np.flatnonzero(far)
     if len(far) < min_samples:
         return []
     row = np.floor((uv[far, 1] - phase) / pitch + 0.5).astype(np.int64)
@@ -51,7 +54,7 @@ def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, r
 
 def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
               row_pitch: tuple[RowPitch, ...], reach: float, min_samples: int, floor_t: float,
-              floor_s: float) -> tuple[LineSet, int]:
+              floor_s: float, small: np.ndarray | None = None) -> tuple[LineSet, int]:
     """``lines`` with a line added for every uncovered row (:func:`uncovered_rows`) of every
     region with a row pitch; the lines in region order, then across the text. Returns the
     lines and how many were added."""
@@ -68,7 +71,8 @@ def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, re
         uv = to_region_frame(samples[members].astype(np.float64), region.phi)
         centres[r] = float(uv[:, 0].mean())
         own = lines.take(np.flatnonzero(lines.region == r))
-        groups = uncovered_rows(uv, own, rp.pitch, rp.phase, reach, min_samples)
+        groups = uncovered_rows(uv, own, rp.pitch, rp.phase, reach, min_samples,
+                                None if small is None else small[members])
         if not groups:
             continue
         weights = np.zeros((len(uv), len(groups)))
