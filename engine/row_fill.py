@@ -31,6 +31,10 @@ from .pitch import RowPitch
 from .regression import fit_lines
 from .unary import across_distance
 
+import os
+ROW_SHARE = float(os.environ.get('ROW_SHARE', '0'))
+FREE_ROWS = os.environ.get('FREE_ROWS') == '1'
+
 
 def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, reach: float,
                    min_samples: int, small: np.ndarray | None = None) -> list[np.ndarray]:
@@ -40,7 +44,11 @@ def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, r
     ``min_samples`` of them."""
     if len(uv) == 0 or len(lines) == 0 or not math.isfinite(pitch) or pitch <= 0 or reach <= 0:
         return []
-    d = np.abs(across_distance(uv, lines)).min(axis=1)
+    dist = np.abs(across_distance(uv, lines))
+    d = dist.min(axis=1)
+    if ROW_SHARE > 0:
+        per_line = np.bincount(dist.argmin(axis=1), minlength=len(lines))
+        min_samples = max(min_samples, int(np.ceil(ROW_SHARE * np.median(per_line))))
     far = d > reach * pitch
     if small is not None:
         far &= ~small
@@ -49,7 +57,14 @@ def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, r
         return []
     row = np.floor((uv[far, 1] - phase) / pitch + 0.5).astype(np.int64)
     rows, inverse, counts = np.unique(row, return_inverse=True, return_counts=True)
-    return [far[inverse == k] for k in np.flatnonzero(counts >= min_samples)]
+    ok = counts >= min_samples
+    if FREE_ROWS:
+        # A row of the period a line already runs in (at its centre) is that line's: the
+        # samples left over there are its row's ascenders, descenders or ends.
+        centre = to_region_frame(lines.segments(0.0)[:, 0], float(lines.phi[0]))
+        taken = np.floor((centre[:, 1] - phase) / pitch + 0.5).astype(np.int64)
+        ok &= ~np.isin(rows, taken)
+    return [far[inverse == k] for k in np.flatnonzero(ok)]
 
 
 def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
