@@ -2,8 +2,8 @@
 
     python bench/row_fill_margins.py [--sets a,b] [--out CSV]
 
-For each page (default parameters, ``row_fill`` off so that the initial lines are the
-filter bank's), every region with a row pitch: the samples further than ``reach`` x the pitch
+For each page (default parameters, ``row_fill`` off and ``merge_initial_lines`` off, so that
+the initial lines are the filter bank's, those ``row_fill`` reads), every region with a row pitch: the samples further than ``reach`` x the pitch
 across the text from every initial line of their region, grouped by the row of the period
 they fall in; a group of at least ``min_region_samples`` is a row that ``row_fill`` gives a
 line. Per page and reach (0.35, 0.5, 0.75, 1.0): ``rows`` the groups, ``samples`` their
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", default="")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    params = Parameters(row_fill=0.0)
+    params = Parameters(row_fill=0.0, merge_initial_lines=False)
     rows = []
     for set_name, pages in find_sets(args.data, [s for s in args.sets.split(",") if s] or None).items():
         for image, gt in pages:

@@ -37,10 +37,6 @@ from .model import LineSet, Page, Preparation, Segmentation, Snapshot
 from .params import Parameters
 
 
-import os
-ROW_FILL_SMALL = os.environ.get("ROW_FILL_SMALL") == "1"
-
-
 class EmptyPageError(ValueError):
     """Raised by nothing: an empty page is a valid page with zero lines (kept for callers)."""
 
@@ -135,7 +131,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         # Rows of a region's period that no initial line reaches get one (engine.row_fill).
         lines, _ = _row_fill.fill_rows(samples, sample_region, lines, regions, row_pitch, params.row_fill,
                                        params.min_region_samples, params.sigma_t_floor * stats.h_cc,
-                                       params.sigma_s_floor * stats.w_cc, small if ROW_FILL_SMALL else None)
+                                       params.sigma_s_floor * stats.w_cc)
         tick("row_fill")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,

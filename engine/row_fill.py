@@ -31,45 +31,34 @@ from .pitch import RowPitch
 from .regression import fit_lines
 from .unary import across_distance
 
-import os
-ROW_SHARE = float(os.environ.get('ROW_SHARE', '0'))
-FREE_ROWS = os.environ.get('FREE_ROWS') == '1'
-
 
 def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, reach: float,
-                   min_samples: int, small: np.ndarray | None = None) -> list[np.ndarray]:
+                   min_samples: int) -> list[np.ndarray]:
     """Groups (index arrays into ``uv (n, 2)``, region-frame points) of the samples further
     than ``reach`` x ``pitch`` across the text from every one of ``lines`` (the region's),
-    one group per row of the period (centres at ``phase + k pitch``) holding at least
-    ``min_samples`` of them."""
+    one group per row of the period (centres at ``phase + k pitch``) that holds at least
+    ``min_samples`` of them and in which no line runs (at the line's centre)."""
     if len(uv) == 0 or len(lines) == 0 or not math.isfinite(pitch) or pitch <= 0 or reach <= 0:
         return []
-    dist = np.abs(across_distance(uv, lines))
-    d = dist.min(axis=1)
-    if ROW_SHARE > 0:
-        per_line = np.bincount(dist.argmin(axis=1), minlength=len(lines))
-        min_samples = max(min_samples, int(np.ceil(ROW_SHARE * np.median(per_line))))
-    far = d > reach * pitch
-    if small is not None:
-        far &= ~small
-    far = np.flatnonzero(far)
+    d = np.abs(across_distance(uv, lines)).min(axis=1)
+    far = np.flatnonzero(d > reach * pitch)
     if len(far) < min_samples:
         return []
     row = np.floor((uv[far, 1] - phase) / pitch + 0.5).astype(np.int64)
     rows, inverse, counts = np.unique(row, return_inverse=True, return_counts=True)
-    ok = counts >= min_samples
-    if FREE_ROWS:
-        # A row of the period a line already runs in (at its centre) is that line's: the
-        # samples left over there are its row's ascenders, descenders or ends.
-        centre = to_region_frame(lines.segments(0.0)[:, 0], float(lines.phi[0]))
-        taken = np.floor((centre[:, 1] - phase) / pitch + 0.5).astype(np.int64)
-        ok &= ~np.isin(rows, taken)
+    # A row of the period a line already runs in (at the line's centre) is that line's: the
+    # samples left over there are its row's ascenders, descenders, diacritics or ends
+    # (ahte moc_train_18: alifs' tops and dots half a pitch above a row's line, 68-117
+    # samples a row; filled, each became a line of its own).
+    centre = to_region_frame(lines.segments(0.0)[:, 0], float(lines.phi[0]))
+    taken = np.floor((centre[:, 1] - phase) / pitch + 0.5).astype(np.int64)
+    ok = (counts >= min_samples) & ~np.isin(rows, taken)
     return [far[inverse == k] for k in np.flatnonzero(ok)]
 
 
 def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
               row_pitch: tuple[RowPitch, ...], reach: float, min_samples: int, floor_t: float,
-              floor_s: float, small: np.ndarray | None = None) -> tuple[LineSet, int]:
+              floor_s: float) -> tuple[LineSet, int]:
     """``lines`` with a line added for every uncovered row (:func:`uncovered_rows`) of every
     region with a row pitch; the lines in region order, then across the text. Returns the
     lines and how many were added."""
@@ -86,8 +75,7 @@ def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, re
         uv = to_region_frame(samples[members].astype(np.float64), region.phi)
         centres[r] = float(uv[:, 0].mean())
         own = lines.take(np.flatnonzero(lines.region == r))
-        groups = uncovered_rows(uv, own, rp.pitch, rp.phase, reach, min_samples,
-                                None if small is None else small[members])
+        groups = uncovered_rows(uv, own, rp.pitch, rp.phase, reach, min_samples)
         if not groups:
             continue
         weights = np.zeros((len(uv), len(groups)))
