@@ -2,15 +2,16 @@
 
     python bench/row_fill_margins.py [--sets a,b] [--out CSV]
 
-For each page (default parameters, ``row_fill`` off and ``merge_initial_lines`` off, so that
-the initial lines are the filter bank's, those ``row_fill`` reads), every region with a row pitch: the samples further than ``reach`` x the pitch
-across the text from every initial line of their region, grouped by the row of the period
-they fall in; a group of at least ``min_region_samples`` is a row that ``row_fill`` gives a
-line. Per page and reach (0.35, 0.5, 0.75, 1.0): ``rows`` the groups, ``samples`` their
-samples, ``on_gt`` the share of those samples inside a ground-truth line (a text row the
-filter bank missed, where a line helps) and ``gt_lines`` the ground-truth lines holding at
-least half a group's samples. A page whose rows all have their lines shows 0 rows at every
-reach.
+For each page (default parameters, ``row_fill`` and ``merge_initial_lines`` off, so that the
+initial lines are the filter bank's, those ``row_fill`` reads), every region with a row
+pitch: the samples further than ``reach`` x the pitch across the text from every initial
+line of their region, grouped by the row of the period they fall in; a group of at least
+``min_region_samples`` in a row no line runs in is a row that ``row_fill`` gives a line
+(engine.row_fill.uncovered_rows). Per page and reach (0.35, 0.5, 0.75, 1.0): ``rows`` the
+groups, ``samples`` their samples, ``on_gt`` the share of those samples inside a
+ground-truth line (a text row the filter bank missed, where a line helps) and ``gt_lines``
+the ground-truth lines holding at least half a group's samples. A page whose rows all have
+their lines shows 0 rows at every reach.
 """
 
 from __future__ import annotations
