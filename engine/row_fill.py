@@ -11,10 +11,11 @@ among the lines of its region only, so a sample a thousand pixels from every lin
 goes wholly to the nearest one.
 
 With the region's row pitch P and phase (:mod:`engine.pitch`, the samples' own period), a
-sample further than ``row_fill`` x P across the text from every line of its region lies in
-a row no line reaches (a row's ink spans about half a pitch about its centre; the next
+sample further than ``row_fill`` x P across the text from every line of its region lies
+outside every line's row (a row's ink spans about half a pitch about its centre; the next
 row's line is a pitch away). Such samples are grouped by the row of the period they fall
-in; a group of at least ``min_region_samples`` samples gets a line, fitted to it within
+in; a row in which no line runs (a line runs in the row its centre falls in) and that holds
+at least ``min_region_samples`` of them gets a line, fitted to them within
 ``engine.initial_lines.STEEP_SPLIT_ANGLE`` of the frame. Everything after treats it as any
 initial line (EM, surplus-line removal, merging).
 """
