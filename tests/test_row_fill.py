@@ -31,6 +31,7 @@ def _without_row(prep, k: int):
     region = int(np.bincount(lines.region).argmax())
     own = np.flatnonzero(lines.region == region)
     assert len(own) >= 4, len(own)
+    k = k % len(own)
     keep = np.setdiff1d(np.arange(len(lines)), own[k])
     return lines.take(keep), lines.take(own[k:k + 1]), region
 
@@ -43,13 +44,14 @@ def _fill(prep, lines, reach: float):
 
 
 def test_a_row_without_a_line_gets_one(rows) -> None:
-    """dense_rows (15 rows of small writing in one region): the fifth row's initial line taken
-    away, the row's samples lie a pitch from every other line; fill_rows gives them one line,
+    """dense_rows (15 rows of small writing in one region): the last row's initial line taken
+    away (a signature's short row the filter bank lost), its samples lie a pitch from every
+    other line; fill_rows gives them one line,
     on the row (within a tenth of the pitch of the line taken away); with row_fill 0 it adds
     none."""
     page, prep = rows
     assert len(prep.initial_lines) == page.n_lines
-    lines, gone, region = _without_row(prep, 4)
+    lines, gone, region = _without_row(prep, -1)
     filled, added = _fill(prep, lines, 0.75)
     assert added == 1 and len(filled) == len(prep.initial_lines)
     pitch = prep.row_pitch[region].pitch
@@ -65,10 +67,10 @@ def test_a_row_without_a_line_gets_one(rows) -> None:
 
 
 def test_em_keeps_each_row_on_its_line(rows) -> None:
-    """EM from the lines less one row's: without a line for that row its neighbour takes both
-    rows (FM under 1); with the row filled, one line per row (FM 1.0)."""
+    """EM from the lines less the last row's: without a line for that row its neighbour takes
+    both rows (FM under 1); with the row filled, one line per row (FM 1.0)."""
     page, prep = rows
-    lines, _, _ = _without_row(prep, 4)
+    lines, _, _ = _without_row(prep, -1)
     scores = {}
     for reach in (0.0, 0.75):
         start, _ = _fill(prep, lines, reach)
@@ -106,4 +108,22 @@ def test_only_rows_without_a_line_are_filled() -> None:
     far_first = np.abs(v[:200] - (0.15 * u[:200] - 75.0)) / np.sqrt(1 + 0.15**2) > 0.5 * pitch
     assert far_first.sum() >= 60  # the first row's ends: a group of their own without the check
     groups = _row_fill.uncovered_rows(uv, lines, pitch, 0.0, 0.5, 60)
+    assert len(groups) == 1 and np.all(np.abs(uv[groups[0], 1] - 3 * pitch) < 50.0), [len(g) for g in groups]
+
+
+def test_rows_between_lines_are_not_filled() -> None:
+    """Made-up rows 100 px apart with lines on the first and the third: the second, between
+    them, is left to them (what lies between two text rows with no line of its own is a
+    flourish or a rule crossing them, poilus-dev); the fourth, beyond the last line, is
+    filled."""
+    from engine.model import LineSet
+
+    rng = np.random.default_rng(1)
+    pitch = 100.0
+    uv = np.stack([rng.uniform(0.0, 1000.0, 800),
+                   np.concatenate([k * pitch + rng.normal(0.0, 5.0, 200) for k in range(4)])], axis=1)
+    n = 2
+    lines = LineSet(np.zeros(n), np.array([0.0, 2 * pitch]), np.full(n, 500.0), np.full(n, 8.0),
+                    np.full(n, 250.0), np.full(n, 0.5), np.zeros(n, np.int32), np.zeros(n), True)
+    groups = _row_fill.uncovered_rows(uv, lines, pitch, 0.0, 0.75, 60)
     assert len(groups) == 1 and np.all(np.abs(uv[groups[0], 1] - 3 * pitch) < 50.0), [len(g) for g in groups]
