@@ -236,18 +236,17 @@ class Parameters:
     #: 56.8 / 57.1 / 57.9 / 57.8 / 57.9 (57.6), moc-train 26.0 / 25.6 / 25.5 / 25.8 / 25.5
     #: (25.2); ahte-train and kraken-sample unchanged at every floor.
     weak_line_level: float = 0.7
-    #: A row of a region's period (engine.pitch, the samples' own row pitch P) in which no
-    #: initial line runs gets one, fitted to its samples that lie further than row_fill x P
-    #: across the text from every line of the region, when it holds at least
-    #: min_region_samples of them (engine.row_fill): a short row whose blob fell under Otsu or
-    #: t_r (a signature), a fold, specks. Without a line of their own EM gives them to the
-    #: nearest line, whose band and slope follow them (poilus AN_0121-2: one line, sigma_t
-    #: 203 px, over three rows 210 px apart; FM 0 -> 1.00 with it). 0 = off (paper; default):
-    #: all five sets, FM / line IU % at 0.75 (off): ahte-train 70.7 / 98.6 (same), cremma20
-    #: and kraken-sample unchanged, moc-train 30.9 / 44.7 (31.1 / 44.9), poilus-dev 69.0 /
-    #: 80.7 (68.7 / 81.4); at 0.5 ahte 71.1 / 98.3, moc 31.4 / 45.1, poilus 68.3 / 80.8: the
-    #: rows it fills on other pages are mostly flourishes, rules and stamps between rows, whose
-    #: lines count as extra (docs/history.md, 2026-11-27).
+    #: A row of a region's period (engine.pitch, the samples' own row pitch P) beyond the
+    #: region's first and last initial lines, in which no line runs, gets a line fitted to its
+    #: samples that lie further than row_fill x P across the text from every line of the
+    #: region, when it holds at least min_region_samples of them (engine.row_fill): a short
+    #: row whose blob fell under Otsu or t_r (a signature), specks, a fold, a card's edge.
+    #: Without a line of their own EM gives them to the nearest line, whose band and slope
+    #: follow them (poilus AN_0121-2: one line, sigma_t 203 px, over three rows 210 px apart;
+    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper; default). All five sets at 0.75, FM / line IU
+    #: % (off): poilus-dev 69.4 / 82.0 (68.7 / 81.4), moc-train 31.0 / 44.7 (31.1 / 44.9: the
+    #: ends of side notes split from their row), ahte-train, cremma20 and kraken-sample
+    #: unchanged (docs/history.md, 2026-11-27).
     row_fill: float = 0.0
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
@@ -648,8 +647,9 @@ PAPER: dict[str, PaperValue] = {
                                     "on Arabic hands H_cc is a letter group's height, far below the "
                                     "line's."),
     "row_fill": PaperValue(0.0, "absent (§4.1: a line per blob)",
-                           "off in the default too: it fixes a short row lost by the filter bank but "
-                           "gives flourishes and rules between rows lines that count as extra."),
+                           "off in the default too: it gives a short row the filter bank lost its "
+                           "line, but splits side notes' ends from their rows (moc-train line IU "
+                           "-0.15)."),
     "weak_line_level": PaperValue(0.0, "§4.1: Otsu on the filtered image",
                                   "a paragraph's last words respond under Otsu's level and got no "
                                   "initial line; the line above was fitted through both rows."),
