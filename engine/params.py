@@ -67,6 +67,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "orientation_step": (0.1, 45.0, True, True),
     "t_o": (0.5, 20.0, True, True),
     "t_r": (0.0, 1.0, True, False),
+    "row_fill": (0.0, 10.0, True, True),
     "r": (0.0, 1.0, True, True),
     "epsilon": (0.0, 0.5, True, False),
     "max_em_iterations": (1, 10_000, True, True),
@@ -251,6 +252,18 @@ class Parameters:
     #: 56.8 / 57.1 / 57.9 / 57.8 / 57.9 (57.6), moc-train 26.0 / 25.6 / 25.5 / 25.8 / 25.5
     #: (25.2); ahte-train and kraken-sample unchanged at every floor.
     weak_line_level: float = 0.7
+    #: A row of a region's period (engine.pitch, the samples' own row pitch P) beyond the
+    #: region's first and last initial lines, in which no line runs, gets a line fitted to its
+    #: samples that lie further than row_fill x P across the text from every line of the
+    #: region, when it holds at least min_region_samples of them (engine.row_fill): a short
+    #: row whose blob fell under Otsu or t_r (a signature), specks, a fold, a card's edge.
+    #: Without a line of their own EM gives them to the nearest line, whose band and slope
+    #: follow them (poilus AN_0121-2: one line, sigma_t 203 px, over three rows 210 px apart;
+    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper; default). All five sets at 0.75, FM / line IU
+    #: % (off): poilus-dev 69.4 / 82.0 (68.7 / 81.4), moc-train 31.0 / 44.7 (31.1 / 44.9: the
+    #: ends of side notes split from their row), ahte-train, cremma20 and kraken-sample
+    #: unchanged (docs/history.md, 2026-11-27).
+    row_fill: float = 0.0
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
     #: Split a tall blob at the valleys of its row profile (equal bands only where it has
@@ -607,7 +620,7 @@ PREPARATION_FIELDS = frozenset({
     "region_threshold", "min_region_samples", "row_join", "filter_sigma_across", "filter_sigma_along",
     "filter_size_across", "filter_size_along",
     "orientation_min", "orientation_max", "orientation_step", "multi_oriented", "steep_regions", "t_o", "t_r",
-    "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "merge_initial_lines",
+    "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "row_fill", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
     "linked_neighbours", "block_boundaries", "oriented_blobs", "steep_evidence", "frame_lines",
@@ -664,6 +677,10 @@ PAPER: dict[str, PaperValue] = {
     "pitch_line_height": PaperValue(False, "§5.1: filter and t_o in units of H_cc",
                                     "on Arabic hands H_cc is a letter group's height, far below the "
                                     "line's."),
+    "row_fill": PaperValue(0.0, "absent (§4.1: a line per blob)",
+                           "off in the default too: it gives a short row the filter bank lost its "
+                           "line, but splits side notes' ends from their rows (moc-train line IU "
+                           "-0.15)."),
     "weak_line_level": PaperValue(0.0, "§4.1: Otsu on the filtered image",
                                   "a paragraph's last words respond under Otsu's level and got no "
                                   "initial line; the line above was fitted through both rows."),

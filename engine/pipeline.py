@@ -30,6 +30,7 @@ from . import io as _io
 from . import pitch as _pitch
 from . import postprocess as _post
 from . import regions as _regions
+from . import row_fill as _row_fill
 from . import sampling as _sampling
 from . import threads as _threads
 from .model import LineSet, Page, Preparation, Segmentation, Snapshot
@@ -126,6 +127,12 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     tick("initial_lines")
     row_pitch = _pitch.region_pitches(samples, sample_region, np.array([r.phi for r in regions]), stats.h_cc)
     tick("row_pitch")
+    if params.row_fill > 0 and len(lines):
+        # Rows of a region's period that no initial line reaches get one (engine.row_fill).
+        lines, _ = _row_fill.fill_rows(samples, sample_region, lines, regions, row_pitch, params.row_fill,
+                                       params.min_region_samples, params.sigma_t_floor * stats.h_cc,
+                                       params.sigma_s_floor * stats.w_cc)
+        tick("row_fill")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
                        delaunay_edges=delaunay, edges=edges, sample_region=sample_region,
