@@ -259,11 +259,12 @@ class Parameters:
     #: row whose blob fell under Otsu or t_r (a signature), specks, a fold, a card's edge.
     #: Without a line of their own EM gives them to the nearest line, whose band and slope
     #: follow them (poilus AN_0121-2: one line, sigma_t 203 px, over three rows 210 px apart;
-    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper; default). All five sets at 0.75, FM / line IU
-    #: % (off): poilus-dev 69.4 / 82.0 (68.7 / 81.4), moc-train 31.0 / 44.7 (31.1 / 44.9: the
-    #: ends of side notes split from their row), ahte-train, cremma20 and kraken-sample
-    #: unchanged (docs/history.md, 2026-11-27).
-    row_fill: float = 0.0
+    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper). At 0.75 against off, FM / line IU % over
+    #: three draws (seeds 0, 1, 2): poilus-dev 69.4 / 82.0, 65.5 / 72.6, 64.2 / 76.9 (68.7 /
+    #: 81.4, 63.0 / 72.2, 63.3 / 76.8); moc-train 31.0 / 44.7, 29.8 / 41.7, 31.6 / 44.7
+    #: (31.1 / 44.9, 29.6 / 41.9, 31.6 / 44.8: the ends of a few side notes split from their
+    #: row); ahte-train, cremma20 and kraken-sample unchanged (docs/history.md, 2026-11-27).
+    row_fill: float = 0.75
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
     #: Split a tall blob at the valleys of its row profile (equal bands only where it has
@@ -678,9 +679,9 @@ PAPER: dict[str, PaperValue] = {
                                     "on Arabic hands H_cc is a letter group's height, far below the "
                                     "line's."),
     "row_fill": PaperValue(0.0, "absent (§4.1: a line per blob)",
-                           "off in the default too: it gives a short row the filter bank lost its "
-                           "line, but splits side notes' ends from their rows (moc-train line IU "
-                           "-0.15)."),
+                           "a short row the filter bank lost (a signature, a card's rows with its "
+                           "blank part) took the nearest line with it: poilus-dev FM +0.7 to +2.5 "
+                           "over three draws, moc-train line IU -0.04 to -0.2."),
     "weak_line_level": PaperValue(0.0, "§4.1: Otsu on the filtered image",
                                   "a paragraph's last words respond under Otsu's level and got no "
                                   "initial line; the line above was fitted through both rows."),
