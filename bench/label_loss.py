@@ -52,21 +52,13 @@ def component_classes(prep, lines, sample_labels) -> np.ndarray:
     """Per component ``(C + 1,)``: 0 none, 1 whole, 2 one (of several), 3 split, 4 gap,
     5 orphan: the branch of ``postprocess.final_labels`` it takes (recomputed)."""
     from engine import postprocess as pp
-    from engine.arrays import sorted_unique
 
     comps = prep.components
     n_comp = int(comps.max())
     sc, lab = prep.sample_component, sample_labels
     has = lab >= 0
-    width = int(lab.max()) + 1
-    keys = sorted_unique(sc[has].astype(np.int64) * width + lab[has])
-    pairs = np.stack([keys // width, keys % width], axis=1)
-    n_labels = np.bincount(pairs[:, 0], minlength=n_comp + 1)
-    n_labels[0] = 0
-    max_c = max(int(n_labels.max()), 1)
-    cand = np.full((n_comp + 1, max_c), -1, np.int64)
-    rank = np.arange(len(pairs)) - np.searchsorted(pairs[:, 0], pairs[:, 0])
-    cand[pairs[:, 0], rank] = pairs[:, 1]
+    n_labels, cand = pp.component_candidates(sc, lab, n_comp)
+    max_c = cand.shape[1]
     single, multi = n_labels == 1, n_labels > 1
     on_single = has & single[sc]
     source = on_single if on_single.any() else has

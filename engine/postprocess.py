@@ -458,6 +458,26 @@ def _profile_score(xy: np.ndarray, lines: LineSet, idx: np.ndarray, log_density:
     return beyond, z
 
 
+def component_candidates(sample_component: np.ndarray, sample_labels: np.ndarray, n_comp: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The lines of each component's labelled samples (label -1: none): how many ``(n_comp +
+    1,)`` (0 for component 0, the background) and which ``(n_comp + 1, max(1, most))`` int64,
+    ascending, padded with -1."""
+    has = sample_labels >= 0
+    # (component, line) pairs, distinct, sorted: one int64 key each (np.unique(axis=0) sorts
+    # rows as records, 56 ms for a page's 48k samples).
+    width = int(sample_labels.max()) + 1 if has.any() else 1
+    keys = sorted_unique(sample_component[has].astype(np.int64) * width + sample_labels[has])
+    pairs = np.stack([keys // width, keys % width], axis=1)
+    n_labels = np.bincount(pairs[:, 0], minlength=n_comp + 1)
+    n_labels[0] = 0
+    # One slot per candidate line.
+    cand = np.full((n_comp + 1, max(int(n_labels.max()), 1)), -1, np.int64)
+    rank = np.arange(len(pairs)) - np.searchsorted(pairs[:, 0], pairs[:, 0])
+    cand[pairs[:, 0], rank] = pairs[:, 1]
+    return n_labels, cand
+
+
 def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, split_nearest: str = "never"
                  ) -> np.ndarray:
     """Pixel label map int32 ``(H, W)``: 0 = background, k = line k-1 of ``lines``.
@@ -488,18 +508,8 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     sc = prep.sample_component
     lab = sample_labels
     has = lab >= 0
-    # (component, line) pairs, distinct, sorted: one int64 key each (np.unique(axis=0) sorts
-    # rows as records, 56 ms for a page's 48k samples).
-    width = int(lab.max()) + 1 if has.any() else 1
-    keys = sorted_unique(sc[has].astype(np.int64) * width + lab[has])
-    pairs = np.stack([keys // width, keys % width], axis=1)
-    n_labels = np.bincount(pairs[:, 0], minlength=n_comp + 1)
-    n_labels[0] = 0
-    # Candidate lines of every component (its samples' lines), one per slot.
-    max_c = max(int(n_labels.max()), 1)
-    cand = np.full((n_comp + 1, max_c), -1, np.int64)
-    rank = np.arange(len(pairs)) - np.searchsorted(pairs[:, 0], pairs[:, 0])
-    cand[pairs[:, 0], rank] = pairs[:, 1]
+    n_labels, cand = component_candidates(sc, lab, n_comp)
+    max_c = cand.shape[1]
     single = n_labels == 1
     multi = n_labels > 1
     on_single = has & single[sc]
@@ -706,15 +716,8 @@ def paper_labels(components: np.ndarray, samples: np.ndarray, sample_component: 
     n_comp = int(components.max()) if components.size else 0
     if len(lines) == 0 or n_comp == 0:
         return np.zeros(components.shape, np.int32)
-    has = sample_labels >= 0
-    width = len(lines)
-    keys = sorted_unique(sample_component[has].astype(np.int64) * width + sample_labels[has])
-    pairs = np.stack([keys // width, keys % width], axis=1)
-    n_labels = np.bincount(pairs[:, 0], minlength=n_comp + 1)
-    max_c = max(int(n_labels.max()), 1)
-    cand = np.full((n_comp + 1, max_c), -1, np.int64)
-    rank = np.arange(len(pairs)) - np.searchsorted(pairs[:, 0], pairs[:, 0])
-    cand[pairs[:, 0], rank] = pairs[:, 1]
+    n_labels, cand = component_candidates(sample_component, sample_labels, n_comp)
+    max_c = cand.shape[1]
     lut = np.zeros(n_comp + 1, np.int32)
     lut[n_labels == 1] = cand[n_labels == 1, 0] + 1
     ink = np.flatnonzero(components.ravel() > 0)
