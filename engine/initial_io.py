@@ -15,6 +15,10 @@ FILE is one of
   ``tlseg {locked:true;}`` is locked.
 * a label image (8/16-bit grey, value = line id) or ICDAR ``.dat``: each label's axis.
 
+From the last three, unless a line is locked, rows of the page's own period beyond the
+file's first and last lines get a line too (:func:`fill_missing_rows`): another tool's file
+often annotates the text and not the signature, date or stamps below it.
+
 The engine's line model is the regression line through the middle of a text line's ink
 (``v = a u + b`` fitted to the samples, ``sigma_t`` their spread across it), not its
 baseline: a baseline lies ``~H_cc / 2`` below that centre, and EM started there, or a line
@@ -36,6 +40,7 @@ import numpy as np
 from lxml import etree
 
 from . import edits
+from . import row_fill as _row_fill
 from .groundtruth import (
     _ALTO_NS,
     _PAGE_NS,
@@ -78,7 +83,8 @@ def read_initial_lines(path: str | os.PathLike, prep: Preparation, lock: bool = 
     except OSError as exc:
         raise _fail(path, exc.strerror or str(exc)) from None
     try:
-        if p.suffix.lower() == ".json" or head.startswith((b"{", b"[")):
+        from_json = p.suffix.lower() == ".json" or head.startswith((b"{", b"["))
+        if from_json:
             lines = _from_json(p, prep)
         elif head.startswith(b"<"):
             lines = _from_xml(p, prep)
@@ -94,7 +100,27 @@ def read_initial_lines(path: str | os.PathLike, prep: Preparation, lock: bool = 
         raise _fail(path, "it holds no text line")
     if lock:
         lines = edits.set_locked(lines, np.ones(len(lines), bool), True)
+    elif not from_json:
+        lines = fill_missing_rows(prep, lines)
     return edits.ordered(prep, lines)
+
+
+def fill_missing_rows(prep: Preparation, lines: LineSet) -> LineSet:
+    """``lines`` read from another tool's file, with a line for every row of a region's own
+    period beyond the first and last of them that they leave out (:func:`engine.row_fill.fill_rows`,
+    reach ``row_fill``): a signature, a date or a stamp's words that the file does not annotate.
+    Without a line of their own EM gives that ink to the nearest given line, which leaves its
+    row (poilus AN_0023-0: the last annotated row's line went 1260 px down to the signature in
+    one iteration, sigma_t 346 px). Nothing is added when a line is locked (locked, the given
+    lines scored higher without the added ones: docs/history.md) or with ``row_fill`` 0."""
+    params = prep.params
+    if params.row_fill <= 0 or lines.locked.any():
+        return lines
+    filled, _ = _row_fill.fill_rows(prep.samples, prep.sample_region, lines, prep.regions, prep.row_pitch,
+                                    params.row_fill, params.min_region_samples,
+                                    params.sigma_t_floor * prep.stats.h_cc,
+                                    params.sigma_s_floor * prep.stats.w_cc)
+    return filled
 
 
 # ----------------------------------------------------------------------------- placing lines

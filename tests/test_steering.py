@@ -579,3 +579,31 @@ def test_resume_redoes_a_page_when_its_initial_lines_change(page_file, label_fil
     assert "initial lines changed" in capsys.readouterr().err
     assert cli.main(args) == 0
     assert "initial lines changed (now: none)" in capsys.readouterr().err
+
+
+def test_rows_a_file_leaves_out_beyond_its_lines_get_a_line(page, prep, tmp_path):
+    """Another tool's file that annotates all rows but the last: the last row gets a line of
+    its own when the lines are read (else EM gives its ink to the line above, which leaves its
+    row); with the lines locked, or with row_fill 0, nothing is added."""
+    labels = page.labels.copy()
+    last = int(np.argmax([np.nonzero(page.labels == k + 1)[0].mean() for k in range(page.n_lines)])) + 1
+    labels[labels == last] = 0
+    path = tmp_path / "lines.png"
+    cv2.imwrite(str(path), labels.astype(np.uint16))
+    lines = read_initial_lines(path, prep)
+    assert len(lines) == page.n_lines
+    # The added line runs through the left-out row's ink.
+    ys, xs = np.nonzero(page.labels == last)
+    centre = np.array([xs.mean(), ys.mean()])
+    seg = lines.segments()
+    mid = seg.mean(axis=1)
+    assert np.min(np.abs(mid[:, 1] - centre[1])) < 0.25 * prep.stats.h_cc * 2
+    assert len(read_initial_lines(path, prep, lock=True)) == page.n_lines - 1
+    off = pipeline.prepare(page.image, dataclasses.replace(Parameters(), row_fill=0.0))
+    assert len(read_initial_lines(path, off)) == page.n_lines - 1
+    # EM from the filled lines gets every row; from the file's lines alone the last row's
+    # ink joins the line above.
+    filled = contest_metric(page.labels, labels_from(prep, lines).labels, ink=page.labels > 0).fm
+    alone = contest_metric(page.labels, labels_from(off, read_initial_lines(path, off)).labels,
+                           ink=page.labels > 0).fm
+    assert filled == 1.0 and alone < 0.9, (filled, alone)
