@@ -108,16 +108,16 @@ def read_initial_lines(path: str | os.PathLike, prep: Preparation, lock: bool = 
 def fill_missing_rows(prep: Preparation, lines: LineSet) -> LineSet:
     """``lines`` read from another tool's file, with a line for every row of a region's own
     period beyond the first and last of them that they leave out (:func:`engine.row_fill.fill_rows`,
-    reach ``row_fill``): a signature, a date or a stamp's words that the file does not annotate.
+    reach ``file_row_fill``): a signature, a date or a stamp's words that the file does not annotate.
     Without a line of their own EM gives that ink to the nearest given line, which leaves its
     row (poilus AN_0023-0: the last annotated row's line went 1260 px down to the signature in
     one iteration, sigma_t 346 px). Nothing is added when a line is locked (locked, the given
-    lines scored higher without the added ones: docs/history.md) or with ``row_fill`` 0."""
+    lines scored higher without the added ones: docs/history.md) or with ``file_row_fill`` 0."""
     params = prep.params
-    if params.row_fill <= 0 or lines.locked.any():
+    if params.file_row_fill <= 0 or lines.locked.any():
         return lines
     filled, _ = _row_fill.fill_rows(prep.samples, prep.sample_region, lines, prep.regions, prep.row_pitch,
-                                    params.row_fill, params.min_region_samples,
+                                    params.file_row_fill, params.min_region_samples,
                                     params.sigma_t_floor * prep.stats.h_cc,
                                     params.sigma_s_floor * prep.stats.w_cc)
     return filled

@@ -68,6 +68,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "t_o": (0.5, 20.0, True, True),
     "t_r": (0.0, 1.0, True, False),
     "row_fill": (0.0, 10.0, True, True),
+    "file_row_fill": (0.0, 10.0, True, True),
     "r": (0.0, 1.0, True, True),
     "epsilon": (0.0, 0.5, True, False),
     "max_em_iterations": (1, 10_000, True, True),
@@ -259,12 +260,21 @@ class Parameters:
     #: row whose blob fell under Otsu or t_r (a signature), specks, a fold, a card's edge.
     #: Without a line of their own EM gives them to the nearest line, whose band and slope
     #: follow them (poilus AN_0121-2: one line, sigma_t 203 px, over three rows 210 px apart;
-    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper). At 0.75 against off, FM / line IU % over
-    #: three draws (seeds 0, 1, 2): poilus-dev 69.4 / 82.0, 65.5 / 72.6, 64.2 / 76.9 (68.7 /
-    #: 81.4, 63.0 / 72.2, 63.3 / 76.8); moc-train 31.0 / 44.7, 29.8 / 41.7, 31.6 / 44.7
-    #: (31.1 / 44.9, 29.6 / 41.9, 31.6 / 44.8: the ends of a few side notes split from their
-    #: row); ahte-train, cremma20 and kraken-sample unchanged (docs/history.md, 2026-11-27).
-    row_fill: float = 0.75
+    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper; default). At 0.75 against off, FM / line IU %
+    #: over three draws (seeds 0, 1, 2): poilus-dev 69.4 / 82.0, 65.5 / 72.6, 64.2 / 76.9 (68.7
+    #: / 81.4, 63.0 / 72.2, 63.3 / 76.8); moc-train 31.0 / 44.7, 29.8 / 41.7, 31.6 / 44.7 (31.1
+    #: / 44.9, 29.6 / 41.9, 31.6 / 44.8); ahte-train, cremma20 and kraken-sample unchanged. Off:
+    #: a form's empty dashed rows below the text are rows of the period too; their added lines
+    #: disturb the initial lines' merge, and a written row loses its line
+    #: (tests/test_scan_frontend.py, dashed: FM 1.0 -> 0.71). Filled after the merge instead,
+    #: AN_0121-2 is back at FM 0 (docs/history.md, 2026-11-27).
+    row_fill: float = 0.0
+    #: The same fill (engine.row_fill, reach in row pitches) for lines read from another tool's
+    #: file (PAGE, ALTO, label image) when none is locked: rows beyond the file's first and last
+    #: lines that it leaves out (a signature, a date, stamps) get a line, else EM gives their
+    #: ink to the nearest given line, which leaves its row (engine.initial_io.fill_missing_rows;
+    #: issue 24's run (c): pooled FM 68.5 -> 70.6 %). 0 = off (paper).
+    file_row_fill: float = 0.75
     #: Blobs taller than t_o x H_cc are split (overlap detection; paper: 2).
     t_o: float = 2.0
     #: Split a tall blob at the valleys of its row profile (equal bands only where it has
@@ -679,9 +689,12 @@ PAPER: dict[str, PaperValue] = {
                                     "on Arabic hands H_cc is a letter group's height, far below the "
                                     "line's."),
     "row_fill": PaperValue(0.0, "absent (§4.1: a line per blob)",
-                           "a short row the filter bank lost (a signature, a card's rows with its "
-                           "blank part) took the nearest line with it: poilus-dev FM +0.7 to +2.5 "
-                           "over three draws, moc-train line IU -0.04 to -0.2."),
+                           "off in the default too: it gives a short row the filter bank lost its "
+                           "line (poilus-dev FM +0.7 to +2.5 over three draws), but a form's empty "
+                           "dashed rows get lines that disturb the initial lines' merge."),
+    "file_row_fill": PaperValue(0.0, "absent (initial lines are the blobs' only)",
+                                "lines read from another tool's file that leave out rows beyond "
+                                "them: the nearest given line left its row for their ink."),
     "weak_line_level": PaperValue(0.0, "§4.1: Otsu on the filtered image",
                                   "a paragraph's last words respond under Otsu's level and got no "
                                   "initial line; the line above was fitted through both rows."),

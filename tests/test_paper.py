@@ -85,6 +85,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "blob_threshold": (1.0, "§4.1: Otsu binarization of the filtered image"),
     "weak_line_level": (0.0, "§4.1: Otsu binarization only"),
     "row_fill": (0.0, "absent (§4.1: one initial line per blob, none elsewhere)"),
+    "file_row_fill": (0.0, "absent (initial lines are the blobs' only)"),
     "t_o": (2.0, "§5.1: t_o = 2 H_cc"),
     "overlap_valleys": (False, "§4.1: blobs divided proportionally to t_o"),
     "pitch_line_height": (False, "§5.1: sizes in units of H_cc"),

@@ -584,7 +584,7 @@ def test_resume_redoes_a_page_when_its_initial_lines_change(page_file, label_fil
 def test_rows_a_file_leaves_out_beyond_its_lines_get_a_line(page, prep, tmp_path):
     """Another tool's file that annotates all rows but the last: the last row gets a line of
     its own when the lines are read (else EM gives its ink to the line above, which leaves its
-    row); with the lines locked, or with row_fill 0, nothing is added."""
+    row); with the lines locked, or with file_row_fill 0, nothing is added."""
     labels = page.labels.copy()
     last = int(np.argmax([np.nonzero(page.labels == k + 1)[0].mean() for k in range(page.n_lines)])) + 1
     labels[labels == last] = 0
@@ -599,7 +599,7 @@ def test_rows_a_file_leaves_out_beyond_its_lines_get_a_line(page, prep, tmp_path
     mid = seg.mean(axis=1)
     assert np.min(np.abs(mid[:, 1] - centre[1])) < 0.25 * prep.stats.h_cc * 2
     assert len(read_initial_lines(path, prep, lock=True)) == page.n_lines - 1
-    off = pipeline.prepare(page.image, dataclasses.replace(Parameters(), row_fill=0.0))
+    off = pipeline.prepare(page.image, dataclasses.replace(Parameters(), file_row_fill=0.0))
     assert len(read_initial_lines(path, off)) == page.n_lines - 1
     # EM from the filled lines gets every row; from the file's lines alone the last row's
     # ink joins the line above.

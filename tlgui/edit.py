@@ -24,7 +24,7 @@ EDIT_MODES = ("off", "select", "add", "split", "merge", "delete")
 #: Whether a line the user draws or moves is locked (kept in place through EM) at once.  The
 #: study of issue 24 decides it (bench/steering.py on the 79 dev pages, docs/history.md): EM
 #: from the ground truth's lines left free drifts off them (pooled FM 70.6 %, below the
-#: default run's 71.6 %), locked they hold (80.7 %, line IU 97.6 %).  A line moved back to
+#: default run's 71.4 %), locked they hold (80.7 %, line IU 97.6 %).  A line moved back to
 #: where the preparation had it is the prepared line again, unlocked as it was prepared.
 LOCK_EDITED_LINES = True
 
