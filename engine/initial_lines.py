@@ -619,7 +619,8 @@ def profile_valleys(profile: np.ndarray, min_separation: float, depth: float = 0
     return np.sort(np.array(kept, float))
 
 
-def _floors(stats: ComponentStats, params: Parameters) -> tuple[float, float]:
+def line_floors(stats: ComponentStats, params: Parameters) -> tuple[float, float]:
+    """The variance floors (pixels): sigma_t >= sigma_t_floor x H_cc, sigma_s >= sigma_s_floor x W_cc."""
     return params.sigma_t_floor * stats.h_cc, params.sigma_s_floor * stats.w_cc
 
 
@@ -655,7 +656,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     # A component belongs to the region of (one of) its samples; every component has one.
     comp_region = np.full(n_comp + 1, -1, np.int32)
     comp_region[sample_component] = sample_region
-    floor_t, floor_s = _floors(stats, params)
+    floor_t, floor_s = line_floors(stats, params)
     scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
     parts: list[LineSet] = []
     regions: list[Region] = []
@@ -758,7 +759,7 @@ def lines_from_segments(prep: Preparation, segments: np.ndarray,
     centre = uv.mean(axis=1)
     b = centre[:, 1] - a * centre[:, 0]
     length = np.hypot(du, dv)
-    floor_t, floor_s = _floors(prep.stats, prep.params)
+    floor_t, floor_s = line_floors(prep.stats, prep.params)
     if rot_inv:
         c = (centre[:, 0] + a * centre[:, 1]) / np.sqrt(1.0 + a * a)
     else:

@@ -130,8 +130,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     if params.row_fill > 0 and len(lines):
         # Rows of a region's period that no initial line reaches get one (engine.row_fill).
         lines, _ = _row_fill.fill_rows(samples, sample_region, lines, regions, row_pitch, params.row_fill,
-                                       params.min_region_samples, params.sigma_t_floor * stats.h_cc,
-                                       params.sigma_s_floor * stats.w_cc)
+                                       stats, params)
         tick("row_fill")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,

@@ -26,8 +26,9 @@ import math
 
 import numpy as np
 
-from .initial_lines import STEEP_SPLIT_ANGLE, concat_lines, order_lines
-from .model import LineSet, Region, to_region_frame
+from .initial_lines import STEEP_SPLIT_ANGLE, concat_lines, line_floors, order_lines
+from .model import ComponentStats, LineSet, Region, to_region_frame
+from .params import Parameters
 from .pitch import RowPitch
 from .regression import fit_lines
 from .unary import across_distance
@@ -64,13 +65,16 @@ def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, r
 
 
 def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
-              row_pitch: tuple[RowPitch, ...], reach: float, min_samples: int, floor_t: float,
-              floor_s: float) -> tuple[LineSet, int]:
-    """``lines`` with a line added for every uncovered row (:func:`uncovered_rows`) of every
-    region with a row pitch; the lines in region order, then across the text. Returns the
-    lines and how many were added."""
+              row_pitch: tuple[RowPitch, ...], reach: float, stats: ComponentStats, params: Parameters
+              ) -> tuple[LineSet, int]:
+    """``lines`` with a line added for every uncovered row (:func:`uncovered_rows`, at least
+    ``params.min_region_samples`` samples) of every region with a row pitch, with the variance
+    floors of ``params`` and ``stats``; the lines in region order, then across the text.
+    Returns the lines and how many were added."""
     if reach <= 0 or len(lines) == 0 or len(row_pitch) != len(regions):
         return lines, 0
+    min_samples = params.min_region_samples
+    floor_t, floor_s = line_floors(stats, params)
     rot_inv = lines.rotation_invariant
     parts: list[LineSet] = []
     centres: dict[int, float] = {}

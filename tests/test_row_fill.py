@@ -37,10 +37,8 @@ def _without_row(prep, k: int):
 
 
 def _fill(prep, lines, reach: float):
-    p = prep.params
     return _row_fill.fill_rows(prep.samples, prep.sample_region, lines, prep.regions, prep.row_pitch, reach,
-                               p.min_region_samples, p.sigma_t_floor * prep.stats.h_cc,
-                               p.sigma_s_floor * prep.stats.w_cc)
+                               prep.stats, prep.params)
 
 
 def test_a_row_without_a_line_gets_one(rows) -> None:
