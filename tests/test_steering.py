@@ -607,3 +607,15 @@ def test_rows_a_file_leaves_out_beyond_its_lines_get_a_line(page, prep, tmp_path
     alone = contest_metric(page.labels, labels_from(off, read_initial_lines(path, off)).labels,
                            ink=page.labels > 0).fm
     assert filled == 1.0 and alone < 0.9, (filled, alone)
+
+
+def test_a_file_with_a_locked_line_gets_no_rows_filled(page, prep, tmp_path):
+    """The same PAGE file without the last row: its lines are filled to every row when none is
+    locked, and left as the file gives them when one is (the user's lines lead)."""
+    last = int(np.argmax([np.nonzero(page.labels == k + 1)[0].mean() for k in range(page.n_lines)]))
+    assert last == page.n_lines - 1  # the file below leaves out the lowest row
+    short = dataclasses.replace(page, n_lines=page.n_lines - 1)
+    free = read_initial_lines(write_page_xml(tmp_path / "free.xml", short), prep)
+    assert len(free) == page.n_lines
+    held = read_initial_lines(write_page_xml(tmp_path / "held.xml", short, locked=(2,)), prep)
+    assert len(held) == page.n_lines - 1 and held.locked.sum() == 1
