@@ -79,7 +79,6 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
         return nan
     p = profile - profile.mean()
     ac = np.correlate(p, p, mode="full")[len(p) - 1:]
-    lag = _fundamental(ac / ac[0], int(lag), int(_MIN_PITCH_HCC / _BIN_HCC))
     corr = float(ac[int(lag)] / ac[0]) if ac[0] > 0 else math.nan
     # The peak's position to a fraction of a bin (a parabola through it and its neighbours).
     k = int(lag)
@@ -92,25 +91,6 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
     angle = 2.0 * np.pi * v / pitch
     phase = float(np.arctan2((w * np.sin(angle)).sum(), (w * np.cos(angle)).sum())) * pitch / (2.0 * np.pi)
     return pitch, phase % pitch, corr
-
-
-def _fundamental(ac: np.ndarray, lag: int, min_lag: int) -> int:
-    """The row period under the autocorrelation ``ac`` (normalised) whose highest prominent
-    peak is at ``lag``: the smallest lag with a prominent peak (as line_pitch's: rising
-    ``_MIN_PITCH_PROMINENCE`` above the trough before it) of which ``lag`` is a multiple.
-    Rows grouped in pairs or threes (clouds drawn round two rows, poilus AN_0090-0) raise the
-    second or third harmonic above the first; a profile with no peak at a fraction of ``lag``
-    has no shorter period."""
-    from .initial_lines import _MIN_PITCH_PROMINENCE
-
-    peaks = np.flatnonzero((ac[1:-1] > ac[:-2]) & (ac[1:-1] >= ac[2:])) + 1
-    peaks = peaks[(peaks >= max(min_lag, 1)) & (peaks < lag)]
-    trough = np.minimum.accumulate(ac)[peaks - 1]
-    for k in peaks[ac[peaks] - trough >= _MIN_PITCH_PROMINENCE]:  # smallest first
-        m = lag / k
-        if round(m) >= 2 and abs(m - round(m)) * k <= 1.0 + 0.05 * k:
-            return int(k)
-    return lag
 
 
 def page_rows(samples: np.ndarray, h_cc: float) -> tuple[float, float, float, float]:

@@ -96,7 +96,8 @@ def test_across_pitch_phase_and_no_rows() -> None:
 
 def test_rows_in_pairs_give_the_row_pitch_not_its_double() -> None:
     """Rows every 30 px, every other one twice as heavy (clouds drawn round two rows, long and
-    short rows alternating): the autocorrelation's highest peak is at 60 px, the pitch is 30."""
+    short rows alternating): the autocorrelation's highest peak is at 60 px, the pitch is 30
+    (for the blob filters' scale, line_pitch, as for the row pitch, across_pitch)."""
     rng = np.random.default_rng(1)
     row = rng.integers(0, 16, 6000)
     row = np.concatenate([row, row[row % 2 == 0]])  # even rows hold twice the ink
@@ -104,7 +105,7 @@ def test_rows_in_pairs_give_the_row_pitch_not_its_double() -> None:
     from engine.initial_lines import line_pitch
 
     profile = np.bincount(((v - v.min()) / 3.0).astype(int)).astype(float)
-    assert line_pitch(profile, 2, 80) * 3.0 == pytest.approx(60.0, abs=3.0)  # the double
+    assert line_pitch(profile, 2, 80) * 3.0 == pytest.approx(30.0, abs=3.0)
     assert _pitch.across_pitch(v, 12.0)[0] == pytest.approx(30.0, abs=0.6)
 
 
