@@ -13,7 +13,6 @@ smallest among those refused.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_bench import DEFAULT_DATA, find_sets  # noqa: E402
+from bench.run_bench import DEFAULT_DATA, find_sets, write_rows  # noqa: E402
 from engine import initial_lines as il  # noqa: E402
 from engine import pipeline  # noqa: E402
 from engine.params import Parameters  # noqa: E402
@@ -79,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {r['set']}/{r['page']} seed {r['seed']}: highest peak {r['lag']}, candidate {r['candidate']} "
               f"x {r['multiple']}, off {r['off']} (slack {r['slack']}) {'taken' if r['taken'] else 'refused'}")
     if args.out and rows:
-        with open(args.out, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.out, rows)
     return 0
 
 

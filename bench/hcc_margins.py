@@ -12,7 +12,6 @@ the H_cc / W_cc kept with the check at the default. Sorted by pitch / H_cc at th
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from run_bench import DEFAULT_DATA, find_sets  # noqa: E402
+from run_bench import DEFAULT_DATA, find_sets, write_rows  # noqa: E402
 
 from engine import components as C  # noqa: E402
 from engine import sampling  # noqa: E402
@@ -68,10 +67,7 @@ def main() -> int:
     for r in finite[-4:]:
         print(f"  {r['set']} {r['page']}: {r['pitch_hcc']} (threshold {params.max_pitch_hcc})")
     if args.out:
-        with open(args.out, "w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-            wr.writeheader()
-            wr.writerows(rows)
+        write_rows(args.out, rows)
     return 0
 
 

@@ -17,7 +17,6 @@ their lines shows 0 rows at every reach.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.pitch_margins import truth_of_samples  # noqa: E402
-from bench.run_bench import find_sets  # noqa: E402
+from bench.run_bench import find_sets, write_rows  # noqa: E402
 from engine.model import to_region_frame  # noqa: E402
 from engine.params import Parameters  # noqa: E402
 from engine.pipeline import prepare  # noqa: E402
@@ -74,10 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.out:
-        with open(args.out, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_rows(args.out, rows)
     return 0
 
 

@@ -224,6 +224,15 @@ def format_table(totals: list[dict[str, Any]], markdown: bool = False) -> str:
     return "\n".join(out)
 
 
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """``rows`` (dicts with the first row's keys) as a CSV file with a header: the margin
+    scripts' tables."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]], totals: list[dict[str, Any]]) -> None:
     """One row per page, then the TOTAL rows (per set and ``ALL``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
