@@ -619,3 +619,29 @@ def test_a_file_with_a_locked_line_gets_no_rows_filled(page, prep, tmp_path):
     assert len(free) == page.n_lines
     held = read_initial_lines(write_page_xml(tmp_path / "held.xml", short, locked=(2,)), prep)
     assert len(held) == page.n_lines - 1 and held.locked.sum() == 1
+
+
+def test_ink_no_given_line_holds_does_not_pull_the_lines_off_their_rows(page, tmp_path):
+    """Another tool's file that leaves out the last row, with no row added for it: EM gives
+    that row's ink to the line above. Fitted to every sample (the paper's M-step) that line
+    moves towards the left-out row and its band widens; with the M-step trimmed to
+    m_step_trim x sigma_t (the default) it keeps its row and its spread."""
+    last = int(np.argmax([np.nonzero(page.labels == k + 1)[0].mean() for k in range(page.n_lines)])) + 1
+    labels = page.labels.copy()
+    labels[labels == last] = 0
+    path = tmp_path / "lines.png"
+    cv2.imwrite(str(path), labels.astype(np.uint16))
+    moved, spread = {}, {}
+    trimmed = Parameters().m_step_trim
+    assert trimmed > 0
+    for trim in (0.0, trimmed):
+        prep = pipeline.prepare(page.image, dataclasses.replace(Parameters(), file_row_fill=0.0,
+                                                                m_step_trim=trim))
+        lines = read_initial_lines(path, prep)
+        assert len(lines) == page.n_lines - 1
+        *_, end = pipeline.run_em(prep, lines)
+        k = int(np.argmax(lines.b))  # the lowest given line, next to the row left out
+        moved[trim] = abs(end.lines.b[k] - lines.b[k]) / prep.stats.h_cc
+        spread[trim] = end.lines.sigma_t[k] / prep.stats.h_cc
+    assert moved[trimmed] < 0.2 and spread[trimmed] < 0.4, (moved, spread)
+    assert moved[0.0] > 0.5 and spread[0.0] > 0.5, (moved, spread)
