@@ -26,7 +26,7 @@ from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
 from .pitch import sigma_t_cap
 from .regression import fit_from_moments, point_features
-from .unary import interline_space, log_unary_by_line
+from .unary import across_offset, interline_space, log_unary_by_line
 
 
 @dataclass
@@ -333,13 +333,8 @@ def _within(st: _Region, lines: LineSet, trim: float) -> np.ndarray:
     nearest line in the E-step; kept out of that line's regression, it no longer widens the
     line's band and turns it off its row (issue 24, run (c): poilus AN_0001-0 from the ground
     truth's 13 lines, sigma_t 0.6 -> 1.6 H_cc in 15 iterations)."""
-    local = np.minimum(st.window_labels(), len(st.lines) - 1)  # (W, n) region-local lines
-    g = st.lines[local]
-    u, v = st.uv[:, 0][None, :], st.uv[:, 1][None, :]
-    a, b = lines.a[g], lines.b[g]
-    d = v - a * u - b
-    if lines.rotation_invariant:
-        d = d / np.sqrt(1.0 + a * a)
+    g = st.lines[st.window_labels()]  # (W, n) global lines
+    d = across_offset(st.uv[None, :, 0], st.uv[None, :, 1], lines.a[g], lines.b[g], lines.rotation_invariant)
     return (np.abs(d) <= trim * lines.sigma_t[g]).astype(np.float32)
 
 
@@ -355,16 +350,12 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
         if len(st.lines) == 0 or len(st.samples) == 0:
             continue
         features, origin = point_features(st.uv)
-        moments = np.stack([st.line_sums(features[:, k]) for k in range(features.shape[1])], axis=1)
-        if params.m_step_trim > 0:
-            # The lines' place and spread from the samples within m_step_trim x sigma_t of them
-            # only; the priors (moments[:, 0]) from every sample.
-            weights = st.posterior * _within(st, lines, params.m_step_trim)
-            fit = fit_from_moments(np.stack([st.line_sums(features[:, k], weights)
-                                             for k in range(features.shape[1])], axis=1),
-                                   origin, rot_inv, floor_t, floor_s, max_angle)
-        else:
-            fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s, max_angle)
+        # The lines' place and spread from the samples within m_step_trim x sigma_t of them
+        # only (0: every sample); their priors from every sample (features[:, 0] is 1).
+        weights = st.posterior * _within(st, lines, params.m_step_trim) if params.m_step_trim > 0 else None
+        moments = np.stack([st.line_sums(features[:, k], weights) for k in range(features.shape[1])], axis=1)
+        mass = moments[:, 0] if weights is None else st.line_sums(features[:, 0])
+        fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s, max_angle)
         fit = _cap_sigma_t(fit, _region_cap(prep, st, params, floor_t))
         # A line with almost no posterior mass keeps its geometry; its prior says it is gone.
         # (Issue 24's locked lines keep theirs too: they leave ``ok`` here, cap or none.)
@@ -372,8 +363,7 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
         g = st.lines[ok]
         a[g], b[g], c[g], st_[g], ss_[g] = fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok]
         # pi_l = mean posterior over the region's samples, or over the page's (eq. pline).
-        prior[st.lines] = moments[:, 0] / (len(st.samples) if params.prior_scope == "region"
-                                           else len(prep.samples))
+        prior[st.lines] = mass / (len(st.samples) if params.prior_scope == "region" else len(prep.samples))
         # Issue 24: a locked line keeps its place (a, b, c), extent (sigma_s) and spread
         # (sigma_t); only its prior follows the posterior. (Its spread measured about the
         # fixed line grew with every sample it could not move to, and widened its reach in

@@ -25,9 +25,17 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 def across_distance(uv: np.ndarray, lines: LineSet) -> np.ndarray:
     """Signed distance ``(n, L)`` of region-frame points across each line (positive below)."""
-    d = uv[:, 1:2] - lines.a * uv[:, 0:1] - lines.b
-    if lines.rotation_invariant:
-        d = d / np.sqrt(1.0 + lines.a**2)
+    return across_offset(uv[:, 0:1], uv[:, 1:2], lines.a, lines.b, lines.rotation_invariant)
+
+
+def across_offset(u: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray, rotation_invariant: bool
+                  ) -> np.ndarray:
+    """Signed distance of region-frame points ``(u, v)`` across the lines ``v = a u + b``
+    (positive below), over the arrays' broadcast shape: across the line, or along ``v``
+    in the paper's form."""
+    d = v - a * u - b
+    if rotation_invariant:
+        d = d / np.sqrt(1.0 + a * a)
     return d
 
 
