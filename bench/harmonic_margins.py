@@ -31,23 +31,13 @@ from engine.params import Parameters  # noqa: E402
 RECORDS: list[dict] = []
 
 
-def _recording_fundamental(ac: np.ndarray, lag: int, min_lag: int) -> int:
+def _recording_fundamental(ac: np.ndarray, lag: int, min_lag: int, record: list | None = None) -> int:
     """:func:`engine.initial_lines.fundamental_lag`, recording every candidate it weighs."""
-    chosen = ORIGINAL(ac, lag, min_lag)
-    peaks = np.flatnonzero((ac[1:-1] > ac[:-2]) & (ac[1:-1] >= ac[2:])) + 1
-    peaks = peaks[(peaks >= max(min_lag, 1)) & (peaks < lag)]
-    trough = np.minimum.accumulate(ac)[peaks - 1]
-    at = il._peak_position(ac, lag)
-    for k in peaks[ac[peaks] - trough >= il._MIN_PITCH_PROMINENCE]:
-        m = at / il._peak_position(ac, int(k))
-        if round(m) < 2:
-            continue
-        off = abs(m - round(m)) * k
-        RECORDS.append({"lag": int(lag), "candidate": int(k), "multiple": int(round(m)),
-                        "off": round(float(off), 3), "slack": round(1.0 + 0.05 * float(k), 3),
-                        "taken": int(chosen) == int(k)})
-        if int(chosen) == int(k):
-            break
+    weighed: list = []
+    chosen = ORIGINAL(ac, lag, min_lag, weighed)
+    for lag_, k, multiple, off, slack in weighed:
+        RECORDS.append({"lag": lag_, "candidate": k, "multiple": multiple, "off": round(off, 3),
+                        "slack": round(slack, 3), "taken": int(chosen) == k})
     return chosen
 
 

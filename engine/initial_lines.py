@@ -477,7 +477,7 @@ def line_pitch(profile: np.ndarray, min_lag: float, max_lag: float) -> float:
     return float(fundamental_lag(ac, lo + int(best), lo))
 
 
-def fundamental_lag(ac: np.ndarray, lag: int, min_lag: int) -> int:
+def fundamental_lag(ac: np.ndarray, lag: int, min_lag: int, record: list | None = None) -> int:
     """The row period under the autocorrelation ``ac`` (normalised) whose highest prominent
     peak is at ``lag``: the smallest lag with a prominent peak (rising
     ``_MIN_PITCH_PROMINENCE`` above the trough before it) of which ``lag`` is a multiple.
@@ -485,21 +485,28 @@ def fundamental_lag(ac: np.ndarray, lag: int, min_lag: int) -> int:
     second or third harmonic above the first; a profile with no peak at a fraction of ``lag``
     has no shorter period. (Also where the blob filters are scaled to the pitch,
     :func:`line_height`: AN_0090-0 at seed 1 correlated 0.60 at 18 cells and 0.65 at 56, the
-    filters scaled to 56 joined rows by threes, 10 initial lines for 25 rows, FM 0.07.)"""
+    filters scaled to 56 joined rows by threes, 10 initial lines for 25 rows, FM 0.07.)
+    ``record``: a list that receives each candidate weighed, as ``(lag, k, multiple, off,
+    slack)`` (lags; taken when off <= slack), for bench/harmonic_margins.py."""
     peaks = np.flatnonzero((ac[1:-1] > ac[:-2]) & (ac[1:-1] >= ac[2:])) + 1
     peaks = peaks[(peaks >= max(min_lag, 1)) & (peaks < lag)]
     trough = np.minimum.accumulate(ac)[peaks - 1]
     # Peaks to a fraction of a lag: a whole-lag peak is up to half a lag off, and that error
     # times the multiple exceeds the slack (AN_0090-0: peaks at 18 and 56, 18.49 and 55.56).
-    at = _peak_position(ac, lag)
+    at = peak_position(ac, lag)
     for k in peaks[ac[peaks] - trough >= _MIN_PITCH_PROMINENCE]:  # smallest first
-        m = at / _peak_position(ac, int(k))
-        if round(m) >= 2 and abs(m - round(m)) * k <= 1.0 + 0.05 * k:
+        m = at / peak_position(ac, int(k))
+        if round(m) < 2:
+            continue
+        off, slack = abs(m - round(m)) * k, 1.0 + 0.05 * k
+        if record is not None:
+            record.append((int(lag), int(k), int(round(m)), float(off), float(slack)))
+        if off <= slack:
             return int(k)
     return lag
 
 
-def _peak_position(ac: np.ndarray, k: int) -> float:
+def peak_position(ac: np.ndarray, k: int) -> float:
     """The position of the peak of ``ac`` at whole lag ``k``, from the parabola through it and
     its neighbours; ``k`` where that has no maximum."""
     if not 0 < k < len(ac) - 1:

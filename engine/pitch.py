@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .initial_lines import line_pitch
+from .initial_lines import line_pitch, peak_position
 from .model import to_region_frame
 
 #: Bins of the across profile, in H_cc (as engine.regions.text_scale).
@@ -80,13 +80,7 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
     p = profile - profile.mean()
     ac = np.correlate(p, p, mode="full")[len(p) - 1:]
     corr = float(ac[int(lag)] / ac[0]) if ac[0] > 0 else math.nan
-    # The peak's position to a fraction of a bin (a parabola through it and its neighbours).
-    k = int(lag)
-    if 0 < k < len(ac) - 1:
-        den = ac[k - 1] - 2.0 * ac[k] + ac[k + 1]
-        if den < 0:
-            lag = k + 0.5 * (ac[k - 1] - ac[k + 1]) / den
-    pitch = float(lag) * bin_w
+    pitch = peak_position(ac, int(lag)) * bin_w  # to a fraction of a bin
     w = np.ones(len(v)) if weights is None else weights
     angle = 2.0 * np.pi * v / pitch
     phase = float(np.arctan2((w * np.sin(angle)).sum(), (w * np.cos(angle)).sum())) * pitch / (2.0 * np.pi)
