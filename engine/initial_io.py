@@ -117,7 +117,7 @@ def fill_missing_rows(prep: Preparation, lines: LineSet) -> LineSet:
     if params.file_row_fill <= 0 or lines.locked.any():
         return lines
     filled, _ = _row_fill.fill_rows(prep.samples, prep.sample_region, lines, prep.regions, prep.row_pitch,
-                                    params.file_row_fill, prep.stats, params)
+                                    params.file_row_fill, prep.stats, params, prep.sample_heights())
     return filled
 
 

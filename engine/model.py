@@ -212,6 +212,15 @@ class Preparation:
     #: Each region's row pitch (:class:`engine.pitch.RowPitch`, in region order): the
     #: distance between its text rows, measured on its samples (or the page's at its angle).
     row_pitch: tuple = ()
+    #: The lines stage 6 added for rows of a region's period that no blob reached
+    #: (engine.row_fill), as page segments ``(k, 2, 2)``; None: the fill did not run.
+    filled_rows: np.ndarray | None = None
+
+    def sample_heights(self) -> np.ndarray | None:
+        """Height (pixels) of each sample's component ``(N,)``; None when not known."""
+        if self.component_heights is None:
+            return None
+        return self.component_heights[self.sample_component]
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""

@@ -257,19 +257,20 @@ class Parameters:
     #: A row of a region's period (engine.pitch, the samples' own row pitch P) beyond the
     #: region's first and last initial lines, in which no line runs, gets a line fitted to its
     #: samples that lie further than row_fill x P across the text from every line of the
-    #: region, when it holds at least min_region_samples of them (engine.row_fill): a short
-    #: row whose blob fell under Otsu or t_r (a signature), specks, a fold, a card's edge.
-    #: Without a line of their own EM gives them to the nearest line, whose band and slope
-    #: follow them (poilus AN_0121-2: one line, sigma_t 203 px, over three rows 210 px apart;
-    #: FM 0 -> 1.00 at 0.5-1.0). 0 = off (paper; default). At 0.75 against off, FM / line IU %
-    #: over three draws (seeds 0, 1, 2): poilus-dev 69.4 / 82.0, 65.5 / 72.6, 64.2 / 76.9 (68.7
-    #: / 81.4, 63.0 / 72.2, 63.3 / 76.8); moc-train 31.0 / 44.7, 29.8 / 41.7, 31.6 / 44.7 (31.1
-    #: / 44.9, 29.6 / 41.9, 31.6 / 44.8); ahte-train, cremma20 and kraken-sample unchanged. Off:
-    #: a form's empty dashed rows below the text are rows of the period too; their added lines
-    #: disturb the initial lines' merge, and a written row loses its line
-    #: (tests/test_scan_frontend.py, dashed: FM 1.0 -> 0.71). Filled after the merge instead,
-    #: AN_0121-2 is back at FM 0 (docs/history.md, 2026-11-27).
-    row_fill: float = 0.0
+    #: region, when it holds at least min_region_samples of them and letters among them
+    #: (engine.row_fill.letters_in_row: no more than diacritic_fraction of its samples on
+    #: components under diacritic_height or over CHAIN_HEIGHTS x H_cc): a short row whose blob
+    #: fell under Otsu or t_r (a signature), specks, a fold, a card's edge. Without a line of
+    #: their own EM gives them to the nearest line, whose band and slope follow them (poilus
+    #: AN_0121-2: one line, sigma_t 203 px, over three rows 210 px apart; FM 0 -> 1.00). 0 =
+    #: off (paper). At 0.75 against off, FM / line IU % (lines found) over seeds 0, 1, 2:
+    #: poilus-dev 67.9 / 81.5 (433), 68.0 / 76.8 (438), 65.3 / 77.6 (442) against 67.8 / 81.4
+    #: (429), 66.0 / 76.0 (436), 64.0 / 76.8 (440); moc-train 31.3 / 44.4, 29.8 / 41.7, 31.9 /
+    #: 44.9 against 31.5 / 44.5, 29.6 / 41.8, 31.9 / 44.9; ahte-train, cremma20 and
+    #: kraken-sample unchanged (docs/history.md, 2026-11-27, "rows filled when they hold
+    #: letters"). Without the letters test a form's empty dashed rows below the text got
+    #: lines that disturbed the initial lines' merge (tests/test_scan_frontend.py, dashed).
+    row_fill: float = 0.75
     #: The same fill (engine.row_fill, reach in row pitches) for lines read from another tool's
     #: file (PAGE, ALTO, label image) when none is locked: rows beyond the file's first and last
     #: lines that it leaves out (a signature, a date, stamps) get a line, else EM gives their
@@ -700,9 +701,8 @@ PAPER: dict[str, PaperValue] = {
                                     "on Arabic hands H_cc is a letter group's height, far below the "
                                     "line's."),
     "row_fill": PaperValue(0.0, "absent (§4.1: a line per blob)",
-                           "off in the default too: it gives a short row the filter bank lost its "
-                           "line (poilus-dev FM +0.7 to +2.5 over three draws), but a form's empty "
-                           "dashed rows get lines that disturb the initial lines' merge."),
+                           "a short row the filter bank lost (a signature, a card's lone row) lent "
+                           "its ink to the nearest line, which left its own row."),
     "file_row_fill": PaperValue(0.0, "absent (initial lines are the blobs' only)",
                                 "lines read from another tool's file that leave out rows beyond "
                                 "them: the nearest given line left its row for their ink."),

@@ -127,10 +127,11 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     tick("initial_lines")
     row_pitch = _pitch.region_pitches(samples, sample_region, np.array([r.phi for r in regions]), stats.h_cc)
     tick("row_pitch")
+    filled = None
     if params.row_fill > 0 and len(lines):
         # Rows of a region's period that no initial line reaches get one (engine.row_fill).
-        lines, _ = _row_fill.fill_rows(samples, sample_region, lines, regions, row_pitch, params.row_fill,
-                                       stats, params)
+        lines, filled = _row_fill.fill_rows(samples, sample_region, lines, regions, row_pitch, params.row_fill,
+                                            stats, params, heights[sample_component])
         tick("row_fill")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
@@ -139,7 +140,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
                        component_heights=heights, component_boxes=boxes, page_area=found.page_area,
                        non_text=found.non_text, faint=found.faint,
                        specks=found.specks, speck_owners=None if owners is None else owners.result(),
-                       row_pitch=row_pitch)
+                       row_pitch=row_pitch, filled_rows=None if filled is None else filled.segments())
     if params.merge_initial_lines and len(lines):
         say("merge initial lines")
         prep = dataclasses.replace(prep, initial_lines=merge_initial_lines(prep))
@@ -172,6 +173,9 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
         # the page's: the median over the regions' own estimates (sample-weighted).
         out["row_pitch"] = [p.to_dict(prep.stats.h_cc) for p in prep.row_pitch]
         out["row_pitch_px"] = _pitch.page_pitch(prep)
+    if getattr(prep, "filled_rows", None) is not None:
+        # The lines stage 6 added for rows no blob reached (engine.row_fill), as segments.
+        out["filled_rows"] = np.round(prep.filled_rows, 1).tolist()
     return out
 
 

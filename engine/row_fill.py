@@ -15,7 +15,8 @@ sample further than ``row_fill`` x P across the text from every line of its regi
 outside every line's row (a row's ink spans about half a pitch about its centre; the next
 row's line is a pitch away). Such samples are grouped by the row of the period they fall
 in; a row beyond the region's first and last lines (no line runs in it: a line runs in the
-row its centre falls in) that holds at least ``min_region_samples`` of them gets a line, fitted to them within
+row its centre falls in) that holds at least ``min_region_samples`` of them, with letters
+among them (:func:`letters_in_row`), gets a line, fitted to them within
 ``engine.initial_lines.STEEP_SPLIT_ANGLE`` of the frame. Everything after treats it as any
 initial line (EM, surplus-line removal, merging).
 """
@@ -26,6 +27,7 @@ import math
 
 import numpy as np
 
+from .components import CHAIN_HEIGHTS
 from .initial_lines import STEEP_SPLIT_ANGLE, concat_lines, line_floors, order_lines
 from .model import ComponentStats, LineSet, Region, to_region_frame
 from .params import Parameters
@@ -64,15 +66,34 @@ def uncovered_rows(uv: np.ndarray, lines: LineSet, pitch: float, phase: float, r
     return [far[inverse == k] for k in np.flatnonzero(ok)]
 
 
+def letters_in_row(heights: np.ndarray, h_cc: float, params: Parameters) -> bool:
+    """Whether a row holds writing, from the heights (pixels) of the components its samples
+    lie on ``(n,)``: no more than ``diacritic_fraction`` of them off letter size, the test
+    stage 6 puts to a blob and stage 8 to a line, with both ends of a letter's size. Off
+    letter size: under ``diacritic_height`` x H_cc (dots, specks, a dashed rule's dashes a
+    pen wide) or over ``CHAIN_HEIGHTS`` x H_cc (flourishes, paraphs, a signature's loops:
+    the components ``H_cc`` leaves out as chains). The lines a fill gave a form's empty
+    dashed rows took part in the initial lines' merge and cost a written row its line (the
+    synthetic page under dashed rules, FM 1.0 -> 0.71); a line on a paraph's loops took a
+    row's words (poilus AN_0268-0: a correct line lost, two extra)."""
+    if not params.remove_diacritic_lines or len(heights) == 0:
+        return True
+    letter = (heights >= params.diacritic_height * h_cc) & (heights <= CHAIN_HEIGHTS * h_cc)
+    return bool(np.count_nonzero(~letter) <= params.diacritic_fraction * len(heights))
+
+
 def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
-              row_pitch: tuple[RowPitch, ...], reach: float, stats: ComponentStats, params: Parameters
-              ) -> tuple[LineSet, int]:
+              row_pitch: tuple[RowPitch, ...], reach: float, stats: ComponentStats, params: Parameters,
+              sample_heights: np.ndarray | None = None) -> tuple[LineSet, LineSet]:
     """``lines`` with a line added for every uncovered row (:func:`uncovered_rows`, at least
     ``params.min_region_samples`` samples) of every region with a row pitch, with the variance
     floors of ``params`` and ``stats``; the lines in region order, then across the text.
-    Returns the lines and how many were added."""
+    ``sample_heights`` ``(N,)``: the height (pixels) of each sample's component; a row that
+    fails :func:`letters_in_row` gets no line (None: no test).
+    Returns the lines and, apart, the ones added (an empty LineSet when none is)."""
+    none = lines.take(np.zeros(0, np.intp))
     if reach <= 0 or len(lines) == 0 or len(row_pitch) != len(regions):
-        return lines, 0
+        return lines, none
     min_samples = params.min_region_samples
     floor_t, floor_s = line_floors(stats, params)
     rot_inv = lines.rotation_invariant
@@ -87,6 +108,8 @@ def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, re
         centres[r] = float(uv[:, 0].mean())
         own = lines.take(np.flatnonzero(lines.region == r))
         groups = uncovered_rows(uv, own, rp.pitch, rp.phase, reach, min_samples)
+        if sample_heights is not None:
+            groups = [g for g in groups if letters_in_row(sample_heights[members[g]], stats.h_cc, params)]
         if not groups:
             continue
         weights = np.zeros((len(uv), len(groups)))
@@ -101,7 +124,6 @@ def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, re
         parts.append(LineSet(fit.a[ok], fit.b[ok], fit.c[ok], fit.sigma_t[ok], fit.sigma_s[ok], prior,
                              np.full(n, r, np.int32), np.full(n, region.phi), rot_inv))
     if not parts:
-        return lines, 0
-    added = sum(len(p) for p in parts)
+        return lines, none
     out = concat_lines([lines, *parts], rot_inv)
-    return out.take(order_lines(out, centres)), added
+    return out.take(order_lines(out, centres)), concat_lines(parts, rot_inv)

@@ -51,7 +51,7 @@ def test_a_row_without_a_line_gets_one(rows) -> None:
     assert len(prep.initial_lines) == page.n_lines
     lines, gone, region = _without_row(prep, -1)
     filled, added = _fill(prep, lines, 0.75)
-    assert added == 1 and len(filled) == len(prep.initial_lines)
+    assert len(added) == 1 and len(filled) == len(prep.initial_lines)
     pitch = prep.row_pitch[region].pitch
     phi = prep.regions[region].phi
     new = np.setdiff1d(np.arange(len(filled)), [int(np.argmin(np.abs(filled.b - b))) for b in lines.b])
@@ -59,9 +59,10 @@ def test_a_row_without_a_line_gets_one(rows) -> None:
     centre = to_region_frame(gone.segments(0.0)[:, 0], phi)
     across = filled.take(new).a * centre[:, 0] + filled.take(new).b - centre[:, 1]
     assert abs(float(across[0])) < 0.1 * pitch, (across, pitch)
-    assert _fill(prep, lines, 0.0) == (lines, 0)
+    unfilled, none = _fill(prep, lines, 0.0)
+    assert unfilled is lines and len(none) == 0
     # The prepared lines reach every row: nothing to fill.
-    assert _fill(prep, prep.initial_lines, 0.75)[1] == 0
+    assert len(_fill(prep, prep.initial_lines, 0.75)[1]) == 0
 
 
 def test_em_keeps_each_row_on_its_line(rows) -> None:
@@ -125,3 +126,101 @@ def test_rows_between_lines_are_not_filled() -> None:
                     np.full(n, 250.0), np.full(n, 0.5), np.zeros(n, np.int32), np.zeros(n), True)
     groups = _row_fill.uncovered_rows(uv, lines, pitch, 0.0, 0.75, 60)
     assert len(groups) == 1 and np.all(np.abs(uv[groups[0], 1] - 3 * pitch) < 50.0), [len(g) for g in groups]
+
+
+def test_a_row_needs_letters_to_get_a_line(rows) -> None:
+    """A row beyond the last line whose samples lie on components of no letter's size gets
+    no line: all diacritic-sized (a form's dashed rule, a card's specks: under
+    diacritic_height x H_cc) or all chain-sized (a paraph's loops: over CHAIN_HEIGHTS x
+    H_cc). With 15 % of its samples on letter-sized components (no more than
+    diacritic_fraction off letter size) it gets one; so it does with the test switched off
+    (remove_diacritic_lines False) or without heights."""
+    from engine.components import CHAIN_HEIGHTS
+
+    page, prep = rows
+    lines, gone, region = _without_row(prep, -1)
+    members = np.flatnonzero(prep.sample_region == region)
+    uv = to_region_frame(prep.samples[members].astype(np.float64), prep.regions[region].phi)
+    (row,) = _row_fill.uncovered_rows(uv, lines.take(np.flatnonzero(lines.region == region)),
+                                      prep.row_pitch[region].pitch, prep.row_pitch[region].phase, 0.75,
+                                      prep.params.min_region_samples)
+    h = prep.stats.h_cc
+    args = (prep.samples, prep.sample_region, lines, prep.regions, prep.row_pitch, 0.75, prep.stats)
+
+    def added(height_off: float, params=prep.params, share_letters: float = 0.0) -> int:
+        heights = prep.sample_heights().astype(float)
+        heights[members[row]] = height_off
+        heights[members[row][: int(np.ceil(share_letters * len(row)))]] = h  # letter-sized
+        return len(_row_fill.fill_rows(*args, params, heights)[1])
+
+    assert added(h) == 1  # letters
+    assert added(0.4 * h) == 0 and added(1.05 * CHAIN_HEIGHTS * h) == 0
+    assert added(0.4 * h, share_letters=0.15) == 1 and added(3.0 * CHAIN_HEIGHTS * h, share_letters=0.15) == 1
+    assert added(0.4 * h, share_letters=0.05) == 0
+    assert added(0.4 * h, params=dataclasses.replace(prep.params, remove_diacritic_lines=False)) == 1
+    assert len(_row_fill.fill_rows(*args, prep.params, None)[1]) == 1
+
+
+def test_a_forms_dashed_rules_below_the_text_get_no_line(monkeypatch, tmp_path) -> None:
+    """The synthetic page under a form's dashed rules (tests/test_scan_frontend.py): the empty
+    dashed rows below the text are rows of the page's period beyond its last line. With
+    row_fill on they get no line and every written row keeps its own (FM 1.0); filled, their
+    lines took part in the initial lines' merge and a written row lost its line."""
+    from PIL import Image
+    from test_scan_frontend import dashed
+
+    from engine.pipeline import segment
+
+    page = make_page("straight", 0)
+    rgb, truth = dashed(np.repeat(page.image[:, :, None], 3, axis=2), page.labels)
+    path = tmp_path / "dashed.png"
+    Image.fromarray(rgb).save(path)
+    params = Parameters(row_fill=0.75)
+
+    def fm() -> float:
+        _, _, seg = segment(path, params)
+        return contest_metric(truth, seg.labels, ink=truth > 0).fm
+
+    assert fm() >= 0.97
+    monkeypatch.setattr(_row_fill, "letters_in_row", lambda heights, h_cc, params: True)
+    assert fm() < 0.9
+
+
+def test_the_filled_rows_are_recorded_for_the_json_and_the_window(rows, monkeypatch, qtbot) -> None:
+    """prepare() keeps the lines the fill added (Preparation.filled_rows, page segments),
+    the JSON summary lists them and the window's "filled" layer draws them. The last row's
+    blob taken away (as on a card whose lone row falls under Otsu's level): one row filled,
+    on that row; with row_fill 0 nothing is recorded."""
+    from engine import initial_lines as _initial
+    from engine import pipeline
+    from tlgui.canvas import PageCanvas
+
+    page, prep = rows
+    _, gone, region = _without_row(prep, -1)
+    real = _initial.initial_lines
+
+    def lose_last_row(*args, **kwargs):
+        found, regions = real(*args, **kwargs)
+        centres = found.segments().mean(axis=1)
+        d = np.linalg.norm(centres - gone.segments().mean(axis=1), axis=1)
+        return found.take(np.flatnonzero(d > d.min())), regions
+
+    monkeypatch.setattr(pipeline._initial, "initial_lines", lose_last_row)
+    filled = prepare(page.image, dataclasses.replace(prep.params, row_fill=0.75, merge_initial_lines=False))
+    assert filled.filled_rows is not None and filled.filled_rows.shape == (1, 2, 2)
+    mid = filled.filled_rows[0].mean(axis=0)
+    assert abs(mid[1] - gone.segments()[0].mean(axis=0)[1]) < 0.1 * prep.row_pitch[region].pitch
+    assert pipeline.preparation_summary(filled)["filled_rows"] == np.round(filled.filled_rows, 1).tolist()
+    off = prepare(page.image, dataclasses.replace(prep.params, row_fill=0.0, merge_initial_lines=False))
+    assert off.filled_rows is None and "filled_rows" not in pipeline.preparation_summary(off)
+
+    canvas = PageCanvas()
+    qtbot.addWidget(canvas)
+    canvas.set_prep(filled)
+    x, y = canvas.filled_item.getData()
+    assert np.allclose(np.stack([x, y], axis=1).reshape(-1, 2, 2), filled.filled_rows)
+    canvas.set_prep(off)
+    data = canvas.filled_item.getData()[0]
+    assert data is None or len(data) == 0
+    canvas.close_items()
+    canvas.close()

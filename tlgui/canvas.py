@@ -46,20 +46,21 @@ N_LEVELS = 64
 POSTERIOR_MODES = ("argmax", "selected", "entropy")
 
 LAYERS = ("page", "pagearea", "labels", "ink", "nontext", "regions", "blocks", "graph", "samples", "posterior",
-          "initial", "lines", "merges", "mismatch", "truth")
+          "initial", "filled", "lines", "merges", "mismatch", "truth")
 #: Layer -> (shown at start, opacity at start).
 LAYER_DEFAULTS: dict[str, tuple[bool, float]] = {
     "page": (True, 1.0), "pagearea": (True, 0.9), "labels": (True, 0.55), "ink": (False, 0.6),
     "nontext": (False, 0.7), "regions": (True, 0.8), "blocks": (True, 0.9),
     "graph": (False, 0.5), "samples": (False, 0.8), "posterior": (True, 0.9),
-    "initial": (True, 0.9), "lines": (True, 0.8), "merges": (True, 0.9), "mismatch": (True, 0.8),
+    "initial": (True, 0.9), "filled": (True, 0.9), "lines": (True, 0.8), "merges": (True, 0.9), "mismatch": (True, 0.8),
     "truth": (True, 0.9),
 }
 LAYER_TITLES = {
     "page": "Page", "pagearea": "Page area", "labels": "Final labels", "ink": "Ink mask",
     "nontext": "Non-text ink", "regions": "Text regions", "blocks": "Blocks: angle, row pitch",
     "graph": "Delaunay graph", "samples": "Samples", "posterior": "Posterior",
-    "initial": "Initial lines", "lines": "Lines + σt bands", "merges": "Merged fragments",
+    "initial": "Initial lines", "filled": "Rows filled (row_fill)", "lines": "Lines + σt bands",
+    "merges": "Merged fragments",
     "mismatch": "GT: unmatched result lines", "truth": "GT: line outlines",
 }
 
@@ -194,6 +195,10 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         # Locked lines (EM keeps them where the user put them): solid, thicker, magenta.
         self.initial_locked_item = pg.PlotCurveItem(pen=pg.mkPen("#ff4081", width=3))
         self._add("initial", self.initial_locked_item, 7)
+        # Lines stage 6 added for rows of a block's period that no blob reached
+        # (engine.row_fill), drawn over the initial lines they are among.
+        self.filled_item = pg.PlotCurveItem(pen=pg.mkPen("#76ff03", width=4, style=Qt.PenStyle.DashDotLine))
+        self._add("filled", self.filled_item, 7.5)
         self.lines_item = LinesItem()
         self._add("lines", self.lines_item, 8)
         self.selected_item = QGraphicsPathItem()
@@ -283,6 +288,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self._different_mask = None
         self._static_edges = None
         self.region_item.setData([], [])
+        self.filled_item.setData([], [])
         self.set_blocks((), 0.0)
         self.samples_item.clear()
         self.posterior_item.clear()
@@ -306,6 +312,9 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         segs = geometry.region_segments
         self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
         self.set_blocks(geometry.block_labels, 3.0 * float(prep.stats.h_cc))
+        filled = getattr(prep, "filled_rows", None)
+        filled = np.asarray(() if filled is None else filled, float).reshape(-1, 2, 2)
+        self.filled_item.setData(filled[..., 0].ravel(), filled[..., 1].ravel(), connect="pairs")
         page = geometry.page_segments if geometry.page_segments is not None else np.zeros((0, 2, 2))
         self.page_area_item.setData(page[..., 0].ravel(), page[..., 1].ravel(), connect="pairs")
         self.posterior_item.set_points(prep.samples, np.full(len(prep.samples), _NONE_INDEX, dtype=np.intp))
