@@ -11,7 +11,9 @@ line of their region, grouped by the row of the period they fall in; a group of 
 groups, ``samples`` their samples, ``on_gt`` the share of those samples inside a
 ground-truth line (a text row the filter bank missed, where a line helps) and ``gt_lines``
 the ground-truth lines holding at least half a group's samples. A page whose rows all have
-their lines shows 0 rows at every reach.
+their lines shows 0 rows at every reach. ``letters_on_gt``: at reach 0.75, each row's share of
+samples on letter-sized components (engine.row_fill.letter_sized; ``letters_in_row`` fills a
+row from 0.10 with the defaults) and, after the slash, its share on ground-truth lines.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from bench.run_bench import find_sets, write_rows  # noqa: E402
 from engine.model import to_region_frame  # noqa: E402
 from engine.params import Parameters  # noqa: E402
 from engine.pipeline import prepare  # noqa: E402
-from engine.row_fill import uncovered_rows  # noqa: E402
+from engine.row_fill import letter_sized, uncovered_rows  # noqa: E402
 
 REACHES = (0.35, 0.5, 0.75, 1.0)
+#: The reach (the default row_fill) at which each row's letters are listed.
+LETTERS_REACH = 0.75
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             truth = truth_of_samples(image, gt, prep.shape, prep.samples)
             lines = prep.initial_lines
             row = {"set": set_name, "page": image.stem, "h_cc": prep.stats.h_cc}
+            heights = prep.sample_heights()
+            letters: list[str] = []
             for reach in REACHES:
                 n_rows = n_samples = n_gt = 0
                 gt_lines = []
@@ -59,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
                     uv = to_region_frame(prep.samples[members].astype(np.float64), region.phi)
                     for g in uncovered_rows(uv, own, rp.pitch, rp.phase, reach, params.min_region_samples):
                         t = truth[members[g]]
+                        if reach == LETTERS_REACH:
+                            share = letter_sized(heights[members[g]], prep.stats.h_cc, params).mean()
+                            letters.append(f"{share:.2f}/{np.count_nonzero(t) / len(g):.2f}")
                         n_rows += 1
                         n_samples += len(g)
                         n_gt += int(np.count_nonzero(t))
@@ -70,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 row[f"samples_{key}"] = n_samples
                 row[f"on_gt_{key}"] = round(n_gt / n_samples, 3) if n_samples else ""
                 row[f"gt_lines_{key}"] = len(set(gt_lines))
+            row["letters_on_gt"] = " ".join(letters)
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.out:

@@ -78,8 +78,14 @@ def letters_in_row(heights: np.ndarray, h_cc: float, params: Parameters) -> bool
     row's words (poilus AN_0268-0: a correct line lost, two extra)."""
     if not params.remove_diacritic_lines or len(heights) == 0:
         return True
-    letter = (heights >= params.diacritic_height * h_cc) & (heights <= CHAIN_HEIGHTS * h_cc)
+    letter = letter_sized(heights, h_cc, params)
     return bool(np.count_nonzero(~letter) <= params.diacritic_fraction * len(heights))
+
+
+def letter_sized(heights: np.ndarray, h_cc: float, params: Parameters) -> np.ndarray:
+    """Bool, like ``heights`` (pixels): components of a letter's size, from
+    ``diacritic_height`` to ``CHAIN_HEIGHTS`` x H_cc."""
+    return (heights >= params.diacritic_height * h_cc) & (heights <= CHAIN_HEIGHTS * h_cc)
 
 
 def fill_rows(samples: np.ndarray, sample_region: np.ndarray, lines: LineSet, regions: tuple[Region, ...],
