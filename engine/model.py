@@ -224,10 +224,10 @@ class Preparation:
 
     def small_samples(self) -> np.ndarray:
         """Boolean ``(N,)``: samples on diacritic-sized components (see Parameters)."""
-        if self.component_heights is None or len(self.samples) == 0:
+        heights = self.sample_heights()
+        if heights is None or len(self.samples) == 0:
             return np.zeros(len(self.samples), bool)
-        limit = self.params.diacritic_height * self.stats.h_cc
-        return self.component_heights[self.sample_component] < limit
+        return heights < self.params.diacritic_height * self.stats.h_cc
 
     @property
     def shape(self) -> tuple[int, int]:

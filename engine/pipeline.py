@@ -103,7 +103,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles)
     tick("regions")
     say("initial lines")
-    small = heights[sample_component] < params.diacritic_height * stats.h_cc
+    sample_heights = heights[sample_component]  # (N,) pixels: stage 6's small marks, the fill's letters
+    small = sample_heights < params.diacritic_height * stats.h_cc
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
                                             stats, params, small, block_angles=block_angles, sample_axis=axes)
     if params.block_boundaries and len(regions) > 1:
@@ -131,7 +132,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     if params.row_fill > 0 and len(lines):
         # Rows of a region's period that no initial line reaches get one (engine.row_fill).
         lines, filled = _row_fill.fill_rows(samples, sample_region, lines, regions, row_pitch, params.row_fill,
-                                            stats, params, heights[sample_component])
+                                            stats, params, sample_heights)
         tick("row_fill")
     prep = Preparation(params=params, gray=page.gray, ink=ink, components=components,
                        stats=stats, samples=samples, sample_component=sample_component,
