@@ -15,11 +15,13 @@ window calls these in its own process, with the :class:`Preparation` the engine 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from scipy.spatial import cKDTree
 
 from .initial_lines import order_lines
-from .model import LineSet, Preparation, to_region_frame
+from .model import LINE_FIELDS, LineSet, Preparation, to_region_frame
 
 #: Samples near a segment's midpoint that vote for its region (as lines_from_segments).
 _REGION_VOTERS = 8
@@ -102,16 +104,15 @@ def segment_geometry(segment: np.ndarray, phi: float, rotation_invariant: bool
 
 
 def _row(lines: LineSet, i: int) -> dict:
-    return {name: getattr(lines, name)[i] for name in
-            ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked")}
+    return {name: getattr(lines, name)[i] for name in LINE_FIELDS}
 
 
 def _with_rows(lines: LineSet, rows: list[dict]) -> LineSet:
-    cols = {name: np.array([r[name] for r in rows]) if rows else np.zeros(0)
-            for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked")}
+    cols = {name: np.array([r.get(name, False) for r in rows]) if rows else np.zeros(0)
+            for name in LINE_FIELDS}
     return LineSet(cols["a"], cols["b"], cols["c"], cols["sigma_t"], cols["sigma_s"], cols["prior"],
                    cols["region"].astype(np.int32), cols["phi"], lines.rotation_invariant,
-                   cols["locked"].astype(bool))
+                   cols["locked"].astype(bool), cols["anchored"].astype(bool))
 
 
 def _rows(lines: LineSet) -> list[dict]:
@@ -257,8 +258,7 @@ def set_locked(lines: LineSet, index: int | np.ndarray | list[int], locked: bool
         for i in np.atleast_1d(idx):
             _check_index(lines, int(i))
     flags[idx] = bool(locked)
-    return LineSet(lines.a, lines.b, lines.c, lines.sigma_t, lines.sigma_s, lines.prior, lines.region,
-                   lines.phi, lines.rotation_invariant, flags)
+    return dataclasses.replace(lines, locked=flags)
 
 
 def restore_unchanged(original: LineSet, edited: LineSet, tol_px: float = 0.01) -> LineSet:
@@ -272,6 +272,7 @@ def restore_unchanged(original: LineSet, edited: LineSet, tol_px: float = 0.01) 
     seg_e = edited.segments().reshape(len(edited), 4)
     close = np.abs(seg_e[:, None, :] - seg_o[None, :, :]).max(axis=2) <= tol_px  # (E, O)
     close &= edited.locked[:, None] == original.locked[None, :]
+    close &= edited.anchored[:, None] == original.anchored[None, :]
     used = np.zeros(len(original), bool)
     take = np.full(len(edited), -1, np.int64)
     for e in range(len(edited)):  # rows of one page: a few dozen
@@ -294,8 +295,7 @@ def lines_equal(a: LineSet, b: LineSet) -> bool:
     if len(a) != len(b) or a.rotation_invariant != b.rotation_invariant:
         return False
     # Bytes, not values: -0.0 and 0.0, or two NaNs, are not the same row.
-    return all(getattr(a, n).tobytes() == getattr(b, n).tobytes() for n in
-               ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked"))
+    return all(getattr(a, n).tobytes() == getattr(b, n).tobytes() for n in LINE_FIELDS)
 
 
 def lock_changed(original: LineSet, lines: LineSet) -> LineSet:
@@ -313,4 +313,4 @@ def lock_changed(original: LineSet, lines: LineSet) -> LineSet:
     return set_locked(lines, changed, True)
 
 
-_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked")
+_FIELDS = LINE_FIELDS

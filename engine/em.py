@@ -338,7 +338,55 @@ def _within(st: _Region, lines: LineSet, trim: float) -> np.ndarray:
     return (np.abs(d) <= trim * lines.sigma_t[g]).astype(np.float32)
 
 
-def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Parameters) -> LineSet:
+@dataclass(frozen=True)
+class Anchors:
+    """Where a file put each anchored line (``LineSet.anchored``, not locked) at the start of
+    EM: ``index`` ``(k,)`` the lines, ``u`` ``(k, 2)`` the along position of their two ends
+    and ``v`` ``(k, 2)`` their across position there (region frame, pixels); ``reach`` and
+    ``sigma_t`` (pixels): how far across an end may move, the largest spread."""
+
+    index: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    reach: float
+    sigma_t: float
+
+
+def anchors_of(lines: LineSet, h_cc: float, params: Parameters) -> Anchors | None:
+    """The anchors of ``lines`` (:class:`Anchors`), None when no line is anchored or
+    ``anchor_reach`` and ``anchor_sigma_t`` are both 0."""
+    index = np.flatnonzero(lines.anchored & ~lines.locked)
+    if len(index) == 0 or (params.anchor_reach <= 0 and params.anchor_sigma_t <= 0):
+        return None
+    sub = lines.take(index)
+    uv = to_region_frame(sub.segments(), sub.phi[:, None])  # (k, 2 ends, 2)
+    reach = params.anchor_reach * h_cc if params.anchor_reach > 0 else np.inf
+    cap = params.anchor_sigma_t * h_cc if params.anchor_sigma_t > 0 else np.inf
+    return Anchors(index, uv[..., 0], uv[..., 1], reach, cap)
+
+
+def keep_anchored(a: np.ndarray, b: np.ndarray, sigma_t: np.ndarray, anchors: Anchors | None) -> None:
+    """Bound, in place, the anchored lines of ``a``, ``b``, ``sigma_t`` ``(L,)`` to their
+    anchors: each end of the line ``v = a u + b`` is moved across to within ``reach`` of where
+    the file put it (the nearest line with both ends so: the bound is per end, the line through
+    the two bounded ends), and sigma_t is capped. A line the fit left inside keeps its fit."""
+    if anchors is None:
+        return
+    k, u = anchors.index, anchors.u
+    off = a[k, None] * u + b[k, None] - anchors.v  # (k, 2) across offsets of the two ends
+    if np.isfinite(anchors.reach):
+        end_v = anchors.v + np.clip(off, -anchors.reach, anchors.reach)
+        du = u[:, 1] - u[:, 0]
+        moved = np.any(np.abs(off) > anchors.reach, axis=1) & (np.abs(du) > 1e-9)
+        safe = np.where(moved, du, 1.0)
+        a_new = (end_v[:, 1] - end_v[:, 0]) / safe
+        a[k[moved]] = a_new[moved]
+        b[k[moved]] = (end_v[:, 0] - a_new * u[:, 0])[moved]
+    sigma_t[k] = np.minimum(sigma_t[k], anchors.sigma_t)
+
+
+def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Parameters,
+            anchors: Anchors | None = None) -> LineSet:
     a, b, c = lines.a.copy(), lines.b.copy(), lines.c.copy()
     st_, ss_, prior = lines.sigma_t.copy(), lines.sigma_s.copy(), lines.prior.copy()
     floor_t = params.sigma_t_floor * prep.stats.h_cc
@@ -374,7 +422,8 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
             g = st.lines[fixed]
             a[g], b[g], c[g] = lines.a[g], lines.b[g], lines.c[g]
             st_[g], ss_[g] = lines.sigma_t[g], lines.sigma_s[g]
-    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked)
+    keep_anchored(a, b, st_, anchors)
+    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked, lines.anchored)
 
 
 def dense_posterior(st: _Region) -> np.ndarray:
@@ -444,6 +493,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
     if lines.rotation_invariant != rot_inv:
         lines = lines.with_rotation_invariant(rot_inv)
     _check_lines(prep, lines)
+    anchors = anchors_of(lines, prep.stats.h_cc, params)
     states = _region_states(prep, lines, params)
     moments = np.asarray(params.moments, dtype=np.float64)
     theta = np.zeros(3)
@@ -504,7 +554,7 @@ def run_em(prep: Preparation, lines: LineSet, params: Parameters, per_sweep: boo
                                 total_sweeps, False, params.snapshot_top_k)
             if change < params.mp_tolerance:
                 break
-        lines = _m_step(prep, states, lines, params)
+        lines = _m_step(prep, states, lines, params, anchors)
         kl = _kl(states, previous)
         best = _best_lines(states, len(prep.samples))
         changed = float(np.mean(best != previous_best)) if len(best) else 0.0

@@ -30,6 +30,7 @@ returned half-read.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -101,7 +102,9 @@ def read_initial_lines(path: str | os.PathLike, prep: Preparation, lock: bool = 
     if lock:
         lines = edits.set_locked(lines, np.ones(len(lines), bool), True)
     elif not from_json:
-        lines = fill_missing_rows(prep, lines)
+        # Another tool's lines, left free: EM refines them within the rows the file puts them
+        # on (Parameters.anchor_reach); the rows filled for ink the file leaves out are EM's own.
+        lines = fill_missing_rows(prep, dataclasses.replace(lines, anchored=~lines.locked))
     return edits.ordered(prep, lines)
 
 
@@ -297,7 +300,8 @@ def _from_json(path: Path, prep: Preparation) -> LineSet:
     if same_frames and lines.rotation_invariant == rot_inv:
         return lines  # this page's regions: the rows as they were, bit for bit
     # Another preparation's frames: each line keeps its segment on the page and its spread.
-    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
+    placed = lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
+    return dataclasses.replace(placed, anchored=lines.anchored)
 
 
 def _xml_root(path: Path) -> etree._Element:

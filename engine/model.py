@@ -38,6 +38,11 @@ class ComponentStats:
     n_components: int
 
 
+#: The per-line arrays of a :class:`LineSet`, in its constructor's order (``rotation_invariant``
+#: sits between ``phi`` and ``locked``).
+LINE_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked", "anchored")
+
+
 @dataclass(frozen=True)
 class LineSet:
     """L regression lines, each in its region's frame. All arrays have shape ``(L,)``.
@@ -48,7 +53,8 @@ class LineSet:
     ``phi``: the region frame's angle (radians); ``rotation_invariant``: whether the
     along-text coordinate is the projection on the line (True) or ``u`` (paper form);
     ``locked``: bool, a line the user fixed (EM never moves it, stage 8 never removes or
-    merges it; None = no line locked).
+    merges it; None = no line locked); ``anchored``: bool, a line another tool's file gave
+    and left free: EM refines it within its row (``Parameters.anchor_reach``; None = none).
     """
 
     a: np.ndarray
@@ -61,16 +67,18 @@ class LineSet:
     phi: np.ndarray
     rotation_invariant: bool = True
     locked: np.ndarray | None = None
+    anchored: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.a)
-        if self.locked is None:
-            object.__setattr__(self, "locked", np.zeros(n, bool))
-        for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked"):
+        for flag in ("locked", "anchored"):
+            if getattr(self, flag) is None:
+                object.__setattr__(self, flag, np.zeros(n, bool))
+        for name in LINE_FIELDS:
             arr = np.asarray(getattr(self, name))
             if arr.shape != (n,):
                 raise ValueError(f"LineSet.{name} has shape {arr.shape}, expected ({n},)")
-            kind = np.int32 if name == "region" else bool if name == "locked" else np.float64
+            kind = np.int32 if name == "region" else bool if name in ("locked", "anchored") else np.float64
             arr = arr.astype(kind, copy=True)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -81,20 +89,21 @@ class LineSet:
     @classmethod
     def empty(cls, rotation_invariant: bool = True) -> LineSet:
         z = np.zeros(0)
-        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant, np.zeros(0, bool))
+        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant, np.zeros(0, bool),
+                   np.zeros(0, bool))
 
     def take(self, index: np.ndarray) -> LineSet:
         """The lines at ``index`` (indices or a boolean mask), in that order."""
         return LineSet(self.a[index], self.b[index], self.c[index], self.sigma_t[index],
                        self.sigma_s[index], self.prior[index], self.region[index],
-                       self.phi[index], self.rotation_invariant, self.locked[index])
+                       self.phi[index], self.rotation_invariant, self.locked[index], self.anchored[index])
 
     def with_rotation_invariant(self, rotation_invariant: bool) -> LineSet:
         """The same lines read with the other along-text coordinate (all fields kept)."""
         if rotation_invariant == self.rotation_invariant:
             return self
         return LineSet(self.a, self.b, self.c, self.sigma_t, self.sigma_s, self.prior, self.region,
-                       self.phi, rotation_invariant, self.locked)
+                       self.phi, rotation_invariant, self.locked, self.anchored)
 
     def along(self, uv: np.ndarray) -> np.ndarray:
         """Along-text coordinate of region-frame points ``(n, 2)`` for every line: ``(n, L)``."""
@@ -135,6 +144,7 @@ class LineSet:
                  "sigma_t": float(self.sigma_t[i]), "sigma_s": float(self.sigma_s[i]),
                  "prior": float(self.prior[i]), "region": int(self.region[i]),
                  "phi": float(self.phi[i]), "locked": bool(self.locked[i]),
+                 "anchored": bool(self.anchored[i]),
                  "segment": self.take([i]).segments()[0].round(2).tolist()}
                 for i in range(len(self))
             ],
@@ -148,7 +158,8 @@ class LineSet:
         return cls(col("a"), col("b"), col("c"), col("sigma_t"), col("sigma_s"), col("prior"),
                    np.array([int(r["region"]) for r in rows], dtype=np.int32), col("phi"),
                    bool(data.get("rotation_invariant", True)),
-                   np.array([bool(r.get("locked", False)) for r in rows], dtype=bool))
+                   np.array([bool(r.get("locked", False)) for r in rows], dtype=bool),
+                   np.array([bool(r.get("anchored", False)) for r in rows], dtype=bool))
 
 
 @dataclass(frozen=True)

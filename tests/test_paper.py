@@ -120,6 +120,8 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "sigma_t_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),
     "sigma_t_pitch": (0.0, "eq. update1: no cap on sigma_t"),
     "m_step_trim": (0.0, "eq. update1: every sample, weighted by its posterior"),
+    "anchor_reach": (0.0, "eq. update1: the M-step moves every line freely"),
+    "anchor_sigma_t": (0.0, "eq. update1: no bound on sigma_t"),
     "sigma_s_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),
     "candidate_nats": (1e4, "Algorithm 2: every line (no floor)"),
     "label_window": (0, "Algorithm 2: every label"),

@@ -16,7 +16,7 @@ from engine import cli, edits, initial_io, pipeline
 from engine.export import write_dat
 from engine.initial_io import InitialLinesError, read_initial_lines
 from engine.metric import contest_metric
-from engine.model import LineSet, Region
+from engine.model import LineSet, Region, to_region_frame
 from engine.params import Parameters
 from engine.regression import point_features, spread_about
 
@@ -645,3 +645,87 @@ def test_ink_no_given_line_holds_does_not_pull_the_lines_off_their_rows(page, tm
         spread[trim] = end.lines.sigma_t[k] / prep.stats.h_cc
     assert moved[trimmed] < 0.2 and spread[trimmed] < 0.4, (moved, spread)
     assert moved[0.0] > 0.5 and spread[0.0] > 0.5, (moved, spread)
+
+
+# ----------------------------------------------------------------------------- anchored lines
+
+
+def test_lineset_anchored_defaults_round_trips_and_survives_edits(prep):
+    lines = prep.initial_lines
+    assert lines.anchored.dtype == bool and not lines.anchored.any()
+    anchored = dataclasses.replace(lines, anchored=np.arange(len(lines)) % 2 == 0)
+    back = LineSet.from_dict(anchored.to_dict())
+    assert edits.lines_equal(back, anchored)
+    assert anchored.take([1, 0]).anchored.tolist() == [False, True]
+    # An edit changes only the line it touches: the others keep their anchors.
+    moved = edits.move_line(prep, anchored, 1, anchored.segments()[1] + [0.0, 5.0])
+    assert moved.anchored.tolist() == anchored.anchored.tolist()
+    assert edits.set_locked(anchored, [0], True).anchored.tolist() == anchored.anchored.tolist()
+    # A row with another anchor is not the original row.
+    assert not edits.lines_equal(edits.restore_unchanged(lines, anchored), lines)
+    old = anchored.to_dict()
+    for row in old["lines"]:
+        del row["anchored"]  # a JSON written before the anchors
+    assert not LineSet.from_dict(old).anchored.any()
+
+
+def test_keep_anchored_bounds_each_end_and_the_spread():
+    from engine.em import Anchors, keep_anchored
+
+    # One anchored line drawn from u = 0 to u = 100 at v = 50; reach 5 px, spread at most 8 px.
+    anchors = Anchors(np.array([0]), np.array([[0.0, 100.0]]), np.array([[50.0, 50.0]]), 5.0, 8.0)
+    a, b, st = np.array([0.1]), np.array([48.0]), np.array([20.0])  # v = 48 at u = 0, 58 at u = 100
+    keep_anchored(a, b, st, anchors)
+    np.testing.assert_allclose([b[0], a[0] * 100 + b[0]], [48.0, 55.0])  # the far end comes back
+    assert st[0] == 8.0
+    inside_a, inside_b, inside_st = np.array([0.02]), np.array([49.0]), np.array([6.0])
+    keep_anchored(inside_a, inside_b, inside_st, anchors)
+    assert (inside_a[0], inside_b[0], inside_st[0]) == (0.02, 49.0, 6.0)  # within reach: as fitted
+
+
+def _file_without_last_row(page, tmp_path):
+    last = int(np.argmax([np.nonzero(page.labels == k + 1)[0].mean() for k in range(page.n_lines)])) + 1
+    labels = page.labels.copy()
+    labels[labels == last] = 0
+    path = tmp_path / "lines.png"
+    cv2.imwrite(str(path), labels.astype(np.uint16))
+    return path
+
+
+def test_lines_from_another_tools_file_are_anchored_the_rows_filled_are_not(page, prep, tmp_path):
+    path = _file_without_last_row(page, tmp_path)
+    lines = read_initial_lines(path, prep)
+    assert len(lines) == page.n_lines and lines.anchored.sum() == page.n_lines - 1  # the fill's row: free
+    locked = read_initial_lines(path, prep, lock=True)
+    assert locked.locked.all()
+    # A tlseg JSON is read as it was written, anchors included (its run is reproduced).
+    json_path = tmp_path / "run.json"
+    json_path.write_text(__import__("json").dumps({"shape": list(prep.shape), "initial_lines": lines.to_dict()}))
+    again = read_initial_lines(json_path, prep)
+    assert edits.lines_equal(again, lines)
+
+
+def test_an_anchored_line_stays_on_its_row_where_a_free_one_leaves_it(page, tmp_path):
+    """The file leaves out the last row and nothing fills it; under the paper's M-step (every
+    sample) the line above takes that row's ink, moves towards it and widens. Anchored (the
+    default for a file's free lines) it stays within anchor_reach x H_cc of the file's line,
+    its spread within anchor_sigma_t x H_cc; with both bounds 0 it leaves its row."""
+    path = _file_without_last_row(page, tmp_path)
+    defaults = Parameters()
+    assert defaults.anchor_reach > 0 and defaults.anchor_sigma_t > 0
+    moved, spread = {}, {}
+    for name, bounds in (("anchored", {}), ("free", {"anchor_reach": 0.0, "anchor_sigma_t": 0.0})):
+        params = dataclasses.replace(defaults, file_row_fill=0.0, m_step_trim=0.0, **bounds)
+        prep = pipeline.prepare(page.image, params)
+        lines = read_initial_lines(path, prep)
+        assert lines.anchored.all()
+        *_, end = pipeline.run_em(prep, lines)
+        k = int(np.argmax(lines.b))  # the lowest given line, next to the row left out
+        # How far across the final line lies from the file's at the file line's two ends.
+        u, v = to_region_frame(lines.take([k]).segments()[0], lines.phi[k]).T
+        fin = end.lines
+        moved[name] = np.abs(fin.a[k] * u + fin.b[k] - v).max() / prep.stats.h_cc
+        spread[name] = fin.sigma_t[k] / prep.stats.h_cc
+    reach, cap = defaults.anchor_reach, defaults.anchor_sigma_t
+    assert moved["anchored"] <= reach + 1e-9 and spread["anchored"] <= cap + 1e-9, (moved, spread)
+    assert moved["free"] > reach + 0.2, (moved, spread)

@@ -186,7 +186,9 @@ class EditController(QObject):
         if 0 <= index < len(self.model.segments):
             (x0, y0), (x1, y1) = self.model.segments[index]
             angle = np.degrees(np.arctan2(y1 - y0, x1 - x0))
-            locked = " · locked" if self.model.lines.locked[index] else ""
+            lines = self.model.lines
+            # Anchored: a free line read from another tool's file, kept on its row by EM.
+            locked = " · locked" if lines.locked[index] else " · anchored" if lines.anchored[index] else ""
             self.status.emit(f"initial line {index}: ({x0:.0f}, {y0:.0f}) – ({x1:.0f}, {y1:.0f}), "
                              f"length {np.hypot(x1 - x0, y1 - y0):.0f} px, angle {angle:+.1f}°, "
                              f"σt {self.model.lines.sigma_t[index]:.1f}{locked}", 8000)

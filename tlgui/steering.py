@@ -12,6 +12,7 @@ label maps).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,11 @@ def same_frames(prep: Preparation, lines: LineSet) -> bool:
 
 def fit_to(prep: Preparation, lines: LineSet) -> LineSet:
     """``lines`` on the page of ``prep``: as they are when its regions are theirs, else each
-    row's segment placed on this preparation (sigma_t and lock kept)."""
+    row's segment placed on this preparation (sigma_t, lock and anchor kept)."""
     if len(lines) == 0 or same_frames(prep, lines):
         return lines
-    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
+    placed = lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
+    return dataclasses.replace(placed, anchored=lines.anchored)
 
 
 def read_lines_file(path: str | Path, prep: Preparation, lock: bool = False) -> LineSet:
