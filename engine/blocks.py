@@ -203,8 +203,23 @@ def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_
     return region.astype(np.int32)
 
 
+def own_angle(points: np.ndarray, h_cc: float) -> float:
+    """The angle (degrees) at which the line contrast of ``points (n, 2)`` is highest, at
+    1 deg steps, the scale :func:`engine.regions.text_scale` (as
+    :func:`engine.regions.keep_distinct_parts` finds a part's own angle)."""
+    from .regions import _FINE_ANGLES, _MAX_POINTS, contrast_curve, text_scale
+
+    pts = points[::max(1, len(points) // _MAX_POINTS)].astype(np.float64)
+    d = pts - pts.mean(axis=0)
+    h = text_scale(pts, max(h_cc, 1.0))
+    curve = contrast_curve(d, float(np.sqrt((d**2).sum(axis=1)).max()) + 1.0, h, _FINE_ANGLES)
+    return float(_FINE_ANGLES[int(np.argmax(curve))])
+
+
 def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions: tuple[Region, ...],
-                          max_gap: float, small: int = 0, small_gap: float = 0.0) -> np.ndarray | None:
+                          max_gap: float, small: int = 0, small_gap: float = 0.0,
+                          samples: np.ndarray | None = None, h_cc: float = 0.0,
+                          range_edges: tuple[float, float] = (-90.0, 90.0)) -> np.ndarray | None:
     """Each sample's region ``(N,)`` with touching blocks whose frames lie within ``max_gap``
     degrees of each other joined into one (the largest's number), or None when none do; a
     block of fewer than ``small`` samples also joins a touching block within ``small_gap``
@@ -244,7 +259,20 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
             # joined both pages into one block, and rows across the spread (FM 0.93 -> 0.63).
             continue
         gap = abs((phi[i] - phi[j] + 90.0) % 180.0 - 90.0)
-        if gap <= max_gap or (min(regions[i].n_samples, regions[j].n_samples) < small and gap <= small_gap):
+        small_join = min(regions[i].n_samples, regions[j].n_samples) < small and gap <= small_gap
+        if small_join and samples is not None and gap > max_gap:
+            # small_parts_frame: a small block joins its neighbour only when its frame does not
+            # come out at its own angle (the angle its line contrast is highest at), i.e. when
+            # the two estimates of its direction disagree (ahte moc_test_1: own angle -87 deg,
+            # frame 28 deg); a small note whose frame agrees with its own angle stands apart.
+            k = int(i) if regions[i].n_samples < regions[j].n_samples else int(j)
+            # A frame at an edge of the orientation range (range_edges, degrees) is where the
+            # search stopped, not an estimate that agrees (poilus AN_0187-0: a signature's
+            # slanted downstrokes, own angle -30 deg, frame at the range's -40 deg).
+            at_edge = min(abs(phi[k] - range_edges[0]), abs(phi[k] - range_edges[1])) < 1e-6
+            own = own_angle(samples[sample_region == k], h_cc)
+            small_join = at_edge or abs((own - phi[k] + 90.0) % 180.0 - 90.0) > max_gap
+        if gap <= max_gap or small_join:
             ri, rj = find(int(i)), find(int(j))
             if ri != rj:
                 big, other = (ri, rj) if size[ri] >= size[rj] else (rj, ri)

@@ -238,6 +238,14 @@ class Parameters:
     #: between blocks at different angles comes from windows of 8 text heights, and near a
     #: junction it gave a side note's corner to the main text. Not in the paper.
     block_boundaries: bool = True
+    #: A small part of a region (under 16 x min_region_samples samples) split off at another
+    #: text angle stands apart when its line contrast says so (as a large part does) and its
+    #: frame then comes out at that angle (within SPLIT_ANGLE, not at the orientation range's
+    #: edge); before, it had to lie 45 deg or more from the main text (engine.regions.
+    #: keep_distinct_parts, engine.blocks.merge_parallel_blocks). Not in the paper. moc-train
+    #: FM / line IU %, seeds 0 / 1 / 2: 31.3 / 44.4, 29.8 / 41.7, 31.9 / 44.9 off; 32.1 / 45.2,
+    #: 29.9 / 42.2, 32.3 / 45.9 on; the other sets unchanged (docs/history.md, 2026-11-27, moc-cross).
+    small_parts_frame: bool = True
     #: Initial lines at their own angle within a region (engine.oriented_blobs): the region
     #: is also filtered at this many steps of 10 deg either side of its frame; where a filter
     #: 20 deg or more from the frame responds 1.2 times more at a sample, its frame blob runs
@@ -549,7 +557,7 @@ class Parameters:
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
                      "overlap_valleys", "pitch_line_height", "mp_warm_start", "linked_neighbours",
-                     "block_boundaries", "page_moments", "frame_lines"):
+                     "block_boundaries", "small_parts_frame", "page_moments", "frame_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -663,7 +671,7 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "row_fill", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours", "block_boundaries", "oriented_blobs", "steep_evidence", "frame_lines",
+    "linked_neighbours", "block_boundaries", "small_parts_frame", "oriented_blobs", "steep_evidence", "frame_lines",
 })
 
 
@@ -779,6 +787,9 @@ PAPER: dict[str, PaperValue] = {
     "block_boundaries": PaperValue(False, "absent (§4.1: regions only)",
                                    "a side note's corner stayed with the main text, whose line bent "
                                    "across the boundary to reach it."),
+    "small_parts_frame": PaperValue(False, "absent (§4.1: regions only)",
+                                    "side notes of a few hundred samples at 25-43 deg from the main text "
+                                    "were folded into it, their lines fitted at its angle."),
     "linked_neighbours": PaperValue(False, "§4.1 unary: S_l the interline space to the lines above and "
                                            "below (Koo & Cho)",
                                     "a line's interline space counted a line of another block beyond a "

@@ -82,7 +82,8 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
             # (short lines, whose blobs are short at their own angle too): moc-train 506 ->
             # 519 correct lines.
             label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
-                                        None, in_block)
+                                        None, in_block,
+                                        far_angle=0.0 if params.small_parts_frame else _FAR_ANGLE)
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
@@ -194,7 +195,7 @@ def contrast_curves(d: np.ndarray, window: np.ndarray, n_windows: int, radius: f
 def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarray,
                         scale: dict[int, float], min_samples: int,
                         elongation: tuple[ComponentStats, Parameters] | None = None,
-                        in_block: np.ndarray | None = None) -> np.ndarray:
+                        in_block: np.ndarray | None = None, far_angle: float | None = None) -> np.ndarray:
     """``part`` with every part that is not its region's largest folded into that largest one
     unless its own text angle fits it clearly better than the largest part's angle: the line
     contrast of the whole part at the largest part's angle under ``KEEP_RATIO`` x its best.
@@ -237,7 +238,9 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
             gap = _angle_gap(_FINE_ANGLES[own_k], _FINE_ANGLES[main_k])
             # A few hundred samples are a few words, whose angle is reliable only when it is
             # far from the main text's (Arabic line ends rise by 20-40 deg: ahte pages).
-            evidence = gap >= _FAR_ANGLE or sizes[ids == p][0] >= 16 * min_samples
+            # (With Parameters.small_parts_frame, far_angle 0: a small part's angle is checked
+            # against its frame instead, engine.blocks.merge_parallel_blocks.)
+            evidence = gap >= (_FAR_ANGLE if far_angle is None else far_angle) or sizes[ids == p][0] >= 16 * min_samples
             distinct = curves[p][main_k] < KEEP_RATIO * curves[p][own_k] and gap > SPLIT_ANGLE and evidence
             if (p != main and in_block is not None and gap > SPLIT_ANGLE
                     and in_block[members].mean() > 0.5):
