@@ -361,7 +361,8 @@ def anchors_of(lines: LineSet, h_cc: float, params: Parameters) -> Anchors | Non
     sub = lines.take(index)
     uv = to_region_frame(sub.segments(), sub.phi[:, None])  # (k, 2 ends, 2)
     reach = params.anchor_reach * h_cc if params.anchor_reach > 0 else np.inf
-    cap = params.anchor_sigma_t * h_cc if params.anchor_sigma_t > 0 else np.inf
+    # Never under the M-step's own floor: the cap bounds a spread, it does not set one.
+    cap = max(params.anchor_sigma_t, params.sigma_t_floor) * h_cc if params.anchor_sigma_t > 0 else np.inf
     return Anchors(index, uv[..., 0], uv[..., 1], reach, cap)
 
 
