@@ -237,3 +237,26 @@ def test_an_older_autosave_of_segments_is_restored(qtbot: object, window: MainWi
     want = segments.mean(axis=1)
     assert np.abs(mid[np.lexsort(mid.T[::-1])] - want[np.lexsort(want.T[::-1])]).max() < 0.5
     assert "Restored" in window.banner.text()
+
+
+def test_page_xml_lines_load_anchored_and_the_status_bar_says_so(qtbot: object, window: MainWindow) -> None:
+    """Another tool's lines loaded free (File ▸ Load initial lines, not locked) are anchored:
+    EM keeps each on the row the file put it on; selecting one says "anchored" in the status
+    bar, a prepared line does not; loaded locked, they are locked, not anchored."""
+    open_and_prepare(qtbot, window, str(SAMPLE))
+    window.set_edit_mode("select")
+    window.editor.select(0)
+    assert "anchored" not in window.statusBar().currentMessage()
+    xml = SAMPLE.with_suffix(".xml")
+    window.load_initial_lines(str(xml))
+    qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=30_000)
+    lines = window.edits.lines
+    assert lines.anchored.any() and not lines.locked.any()
+    i = int(np.flatnonzero(lines.anchored)[0])
+    window.editor.select(i)
+    message = window.statusBar().currentMessage()
+    assert message.startswith(f"initial line {i}:") and message.endswith("· anchored"), message
+    window.load_initial_lines(str(xml), lock=True)
+    qtbot.waitUntil(lambda: not window.is_busy() and window.edits.lines.locked.all(), timeout=30_000)
+    window.editor.select(0)
+    assert window.statusBar().currentMessage().endswith("· locked")
