@@ -241,8 +241,9 @@ def test_an_older_autosave_of_segments_is_restored(qtbot: object, window: MainWi
 
 def test_page_xml_lines_load_anchored_and_the_status_bar_says_so(qtbot: object, window: MainWindow) -> None:
     """Another tool's lines loaded free (File ▸ Load initial lines, not locked) are anchored:
-    EM keeps each on the row the file put it on; selecting one says "anchored" in the status
-    bar, a prepared line does not; loaded locked, they are locked, not anchored."""
+    EM keeps each on the row the file put it on; they are drawn apart (solid cyan), and
+    selecting one says "anchored" in the status bar, a prepared line does not; loaded locked,
+    they are locked, not anchored."""
     open_and_prepare(qtbot, window, str(SAMPLE))
     window.set_edit_mode("select")
     window.editor.select(0)
@@ -252,11 +253,17 @@ def test_page_xml_lines_load_anchored_and_the_status_bar_says_so(qtbot: object, 
     qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=30_000)
     lines = window.edits.lines
     assert lines.anchored.any() and not lines.locked.any()
+    # Drawn apart: the anchored lines solid cyan, the others (the rows the fill added) dashed.
+    canvas = window.canvas
+    assert canvas.initial_anchored.tolist() == lines.anchored.tolist()
+    xs, _ = canvas.initial_anchored_item.getData()
+    assert len(xs) == 2 * int(lines.anchored.sum())
     i = int(np.flatnonzero(lines.anchored)[0])
     window.editor.select(i)
     message = window.statusBar().currentMessage()
     assert message.startswith(f"initial line {i}:") and message.endswith("· anchored"), message
     window.load_initial_lines(str(xml), lock=True)
     qtbot.waitUntil(lambda: not window.is_busy() and window.edits.lines.locked.all(), timeout=30_000)
+    assert not window.canvas.initial_anchored.any()
     window.editor.select(0)
     assert window.statusBar().currentMessage().endswith("· locked")

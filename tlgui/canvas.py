@@ -134,6 +134,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.posterior_mode = "argmax"
         self.initial_segments = np.zeros((0, 2, 2))
         self.initial_locked = np.zeros(0, dtype=bool)
+        self.initial_anchored = np.zeros(0, dtype=bool)
         self.redraw_ms: list[float] = []  # time spent in show_snapshot, for the report
         self.layers: dict[str, Layer] = {}
         self._build_layers()
@@ -195,6 +196,9 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         # Locked lines (EM keeps them where the user put them): solid, thicker, magenta.
         self.initial_locked_item = pg.PlotCurveItem(pen=pg.mkPen("#ff4081", width=3))
         self._add("initial", self.initial_locked_item, 7)
+        # Anchored lines (another tool's file gave them; EM keeps each on its row): solid cyan.
+        self.initial_anchored_item = pg.PlotCurveItem(pen=pg.mkPen("#00e5ff", width=2))
+        self._add("initial", self.initial_anchored_item, 7)
         # Lines stage 6 added for rows of a block's period that no blob reached
         # (engine.row_fill), drawn over the initial lines they are among.
         self.filled_item = pg.PlotCurveItem(pen=pg.mkPen("#76ff03", width=4, style=Qt.PenStyle.DashDotLine))
@@ -343,15 +347,21 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             text.setPos(x, y)
             self.block_texts.append(text)
 
-    def set_initial_lines(self, segs: np.ndarray, locked: np.ndarray | None = None) -> None:
+    def set_initial_lines(self, segs: np.ndarray, locked: np.ndarray | None = None,
+                          anchored: np.ndarray | None = None) -> None:
         """The initial lines as page segments ``(L, 2, 2)``; ``locked`` ``(L,)`` bool: the
-        lines EM keeps in place, drawn apart (solid magenta)."""
+        lines EM keeps in place, drawn apart (solid magenta); ``anchored`` ``(L,)`` bool: free
+        lines EM keeps on their rows (``LineSet.anchored``), solid cyan; the others dashed cyan."""
         self.initial_segments = np.asarray(segs, dtype=float).reshape(-1, 2, 2)
         s = self.initial_segments
         self.initial_locked = np.zeros(len(s), bool) if locked is None else np.asarray(locked, bool).copy()
-        free, fixed = s[~self.initial_locked], s[self.initial_locked]
+        self.initial_anchored = (np.zeros(len(s), bool) if anchored is None
+                                 else np.asarray(anchored, bool) & ~self.initial_locked)
+        free = s[~self.initial_locked & ~self.initial_anchored]
+        fixed, held = s[self.initial_locked], s[self.initial_anchored]
         self.initial_item.setData(free[..., 0].ravel(), free[..., 1].ravel(), connect="pairs")
         self.initial_locked_item.setData(fixed[..., 0].ravel(), fixed[..., 1].ravel(), connect="pairs")
+        self.initial_anchored_item.setData(held[..., 0].ravel(), held[..., 1].ravel(), connect="pairs")
 
     def show_initial_items(self, shown: bool) -> None:
         """Show the initial lines' items (hidden while the editor's handles stand for them)."""

@@ -193,7 +193,7 @@ class LineEditor(QObject):
 
     # --- ROIs ------------------------------------------------------------------------------
     def _on_model_changed(self) -> None:
-        self.canvas.set_initial_lines(self.model.segments, self.model.lines.locked)
+        self.canvas.set_initial_lines(self.model.segments, self.model.lines.locked, self.model.lines.anchored)
         if self.selected >= len(self.model.segments):
             self.select(-1)
         # Deferred: the change may come from an ROI's own signal, which must not delete it.

@@ -435,7 +435,7 @@ class MainWindow(QMainWindow):
             lines = LineSet.from_dict(meta["initial_lines"])
         except (KeyError, TypeError, ValueError):
             return
-        self.canvas.set_initial_lines(lines.segments(), lines.locked)
+        self.canvas.set_initial_lines(lines.segments(), lines.locked, lines.anchored)
 
     def _on_load_failed(self, _path: str, message: str) -> None:
         self._set_stage("no page" if self.session.path is None else self.status_stage.text())
