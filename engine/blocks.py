@@ -38,6 +38,7 @@ import numpy as np
 from .graph import triangle_edges
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
+from .regions import own_angle
 from .unary import across_distance
 
 
@@ -201,19 +202,6 @@ def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_
         follow = small & joined[sample_component]
         region = np.where(follow, vote.argmax(axis=1)[sample_component], region)
     return region.astype(np.int32)
-
-
-def own_angle(points: np.ndarray, h_cc: float) -> float:
-    """The angle (degrees) at which the line contrast of ``points (n, 2)`` is highest, at
-    1 deg steps, the scale :func:`engine.regions.text_scale` (as
-    :func:`engine.regions.keep_distinct_parts` finds a part's own angle)."""
-    from .regions import _FINE_ANGLES, _MAX_POINTS, contrast_curve, text_scale
-
-    pts = points[::max(1, len(points) // _MAX_POINTS)].astype(np.float64)
-    d = pts - pts.mean(axis=0)
-    h = text_scale(pts, max(h_cc, 1.0))
-    curve = contrast_curve(d, float(np.sqrt((d**2).sum(axis=1)).max()) + 1.0, h, _FINE_ANGLES)
-    return float(_FINE_ANGLES[int(np.argmax(curve))])
 
 
 def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions: tuple[Region, ...],

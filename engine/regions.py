@@ -224,13 +224,7 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
         if len(ids) < 2:
             continue
         h_cc = scale[r]
-        curves = {}
-        for p in ids:
-            members = idx[part[idx] == p]
-            pts = samples[members[::max(1, len(members) // _MAX_POINTS)]].astype(np.float64)
-            d = pts - pts.mean(axis=0)
-            curves[p] = contrast_curve(d, float(np.sqrt((d**2).sum(axis=1)).max()) + 1.0, h_cc,
-                                       _FINE_ANGLES)
+        curves = {p: points_contrast(samples[idx[part[idx] == p]], h_cc) for p in ids}
         main_k = int(np.argmax(curves[main]))
         for p in ids:
             members = idx[part[idx] == p]
@@ -445,6 +439,23 @@ def _axis_mode(axes: np.ndarray) -> float:
     hist = np.bincount(bins, minlength=n_bins).astype(float)
     hist = hist + np.roll(hist, 1) + np.roll(hist, -1)
     return float(np.argmax(hist) * _ANGLE_STEP - 90.0)
+
+
+def points_contrast(points: np.ndarray, h: float) -> np.ndarray:
+    """Line contrast of ``points (n, 2)`` (pixels; at most ``_MAX_POINTS`` of them, evenly
+    taken) at each of ``_FINE_ANGLES``, at the text scale ``h`` (pixels): a part's curve, whose
+    maximum is its own text angle."""
+    pts = points[::max(1, len(points) // _MAX_POINTS)].astype(np.float64)
+    d = pts - pts.mean(axis=0)
+    return contrast_curve(d, float(np.sqrt((d**2).sum(axis=1)).max()) + 1.0, h, _FINE_ANGLES)
+
+
+def own_angle(points: np.ndarray, h_cc: float) -> float:
+    """The angle (degrees, 1 deg steps) at which the line contrast of ``points (n, 2)`` is
+    highest, at their :func:`text_scale` (a part's own angle, as :func:`keep_distinct_parts`
+    reads it; engine.blocks.merge_parallel_blocks checks a small block's frame against it)."""
+    pts = points[::max(1, len(points) // _MAX_POINTS)].astype(np.float64)
+    return float(_FINE_ANGLES[int(np.argmax(points_contrast(pts, text_scale(pts, max(h_cc, 1.0)))))])
 
 
 def text_scale(points: np.ndarray, h_cc: float) -> float:

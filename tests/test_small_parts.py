@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from synthetic import side_note_page
 
-from engine.blocks import merge_parallel_blocks, own_angle
+from engine.blocks import merge_parallel_blocks
 from engine.metric import contest_metric
 from engine.model import Region
 from engine.params import Parameters
 from engine.pipeline import segment
+from engine.regions import own_angle
 
 
 @pytest.mark.parametrize("seed", [0, 1])
