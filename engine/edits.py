@@ -305,12 +305,10 @@ def lock_changed(original: LineSet, lines: LineSet) -> LineSet:
     the ground truth's lines, free EM drifts off them, locked they hold."""
     if len(lines) == 0:
         return lines
-    known = {tuple(getattr(original, n)[i].tobytes() for n in _FIELDS) for i in range(len(original))}
-    changed = np.array([tuple(getattr(lines, n)[i].tobytes() for n in _FIELDS) not in known
+    known = {tuple(getattr(original, n)[i].tobytes() for n in LINE_FIELDS) for i in range(len(original))}
+    changed = np.array([tuple(getattr(lines, n)[i].tobytes() for n in LINE_FIELDS) not in known
                         for i in range(len(lines))])
     if not (changed & ~lines.locked).any():
         return lines
     return set_locked(lines, changed, True)
 
-
-_FIELDS = LINE_FIELDS

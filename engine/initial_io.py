@@ -131,10 +131,11 @@ def fill_missing_rows(prep: Preparation, lines: LineSet) -> LineSet:
 
 
 def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: np.ndarray,
-                             locked: np.ndarray) -> LineSet:
+                             locked: np.ndarray, anchored: np.ndarray | None = None) -> LineSet:
     """Lines along page segments ``(L, 2, 2)``: each in the region most samples near its
     midpoint are in, with ``sigma_t`` ``(L,)`` (NaN: ``H_cc / 2``), ``sigma_s`` a quarter of
-    the segment's length, prior ``1 / (lines in its region)``, and ``locked`` ``(L,)``."""
+    the segment's length, prior ``1 / (lines in its region)``, and ``locked`` and
+    ``anchored`` ``(L,)`` (None: none anchored)."""
     rot_inv = prep.params.regression == "rotation_invariant"
     segments = np.asarray(segments, np.float64).reshape(-1, 2, 2)
     floor_t = prep.params.sigma_t_floor * prep.stats.h_cc
@@ -152,7 +153,7 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
     counts = np.bincount(region, minlength=len(prep.regions)).astype(float)
     return LineSet(np.array(rows["a"]), np.array(rows["b"]), np.array(rows["c"]), np.array(rows["sigma_t"]),
                    np.array(rows["sigma_s"]), 1.0 / counts[region] if len(region) else np.zeros(0), region,
-                   np.array(rows["phi"]), rot_inv, np.asarray(locked, bool))
+                   np.array(rows["phi"]), rot_inv, np.asarray(locked, bool), anchored)
 
 
 def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -303,8 +304,7 @@ def _from_json(path: Path, prep: Preparation) -> LineSet:
     if same_frames and lines.rotation_invariant == rot_inv:
         return lines  # this page's regions: the rows as they were, bit for bit
     # Another preparation's frames: each line keeps its segment on the page and its spread.
-    placed = lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
-    return dataclasses.replace(placed, anchored=lines.anchored)
+    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked, lines.anchored)
 
 
 def _xml_root(path: Path) -> etree._Element:

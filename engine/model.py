@@ -41,6 +41,8 @@ class ComponentStats:
 #: The per-line arrays of a :class:`LineSet`, in its constructor's order (``rotation_invariant``
 #: sits between ``phi`` and ``locked``).
 LINE_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked", "anchored")
+#: Its boolean fields (None in the constructor: all False).
+LINE_FLAGS = ("locked", "anchored")
 
 
 @dataclass(frozen=True)
@@ -71,14 +73,14 @@ class LineSet:
 
     def __post_init__(self) -> None:
         n = len(self.a)
-        for flag in ("locked", "anchored"):
+        for flag in LINE_FLAGS:
             if getattr(self, flag) is None:
                 object.__setattr__(self, flag, np.zeros(n, bool))
         for name in LINE_FIELDS:
             arr = np.asarray(getattr(self, name))
             if arr.shape != (n,):
                 raise ValueError(f"LineSet.{name} has shape {arr.shape}, expected ({n},)")
-            kind = np.int32 if name == "region" else bool if name in ("locked", "anchored") else np.float64
+            kind = np.int32 if name == "region" else bool if name in LINE_FLAGS else np.float64
             arr = arr.astype(kind, copy=True)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)

@@ -474,6 +474,15 @@ def test_tlseg_json_from_another_preparation_places_the_segments(page, prep, tmp
     (tmp_path / "r.json").write_text(json.dumps({"initial_lines": gt.to_dict(), "shape": list(page.labels.shape)}))
     lines = read_initial_lines(tmp_path / "r.json", prep)
     np.testing.assert_allclose(np.sort(lines.segments(), axis=0), np.sort(gt.segments(), axis=0), atol=1e-6)
+    assert lines.anchored.sum() == gt.anchored.sum() > 0  # the file's lines stay anchored
+    # Read where the rows cannot be taken as they are (another regression form: each row's
+    # segment is placed anew), the lock and the anchor of each line still come with it.
+    paper_form = pipeline.prepare(page.image, Parameters(regression="paper"))
+    gt = edits.set_locked(gt, [0], True)
+    (tmp_path / "r.json").write_text(json.dumps({"initial_lines": gt.to_dict(), "shape": list(page.labels.shape)}))
+    placed = read_initial_lines(tmp_path / "r.json", paper_form)
+    assert not placed.rotation_invariant
+    assert placed.locked.sum() == 1 and placed.anchored.sum() == gt.anchored.sum()
 
 
 BAD = {

@@ -12,7 +12,6 @@ label maps).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -50,8 +49,7 @@ def fit_to(prep: Preparation, lines: LineSet) -> LineSet:
     row's segment placed on this preparation (sigma_t, lock and anchor kept)."""
     if len(lines) == 0 or same_frames(prep, lines):
         return lines
-    placed = lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked)
-    return dataclasses.replace(placed, anchored=lines.anchored)
+    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked, lines.anchored)
 
 
 def read_lines_file(path: str | Path, prep: Preparation, lock: bool = False) -> LineSet:
