@@ -1112,11 +1112,15 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         fixed[group[sub.locked]] = True
         locked_of = np.full(n_groups, -1, np.int64)
         locked_of[group[sub.locked]] = own[sub.locked]
+        # A group with a line another tool's file gave (issue 24) stays anchored.
+        given = np.zeros(n_groups, bool)
+        given[group[sub.anchored & ~sub.locked]] = True
         if split:
             lab, n_groups = split_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
                                        prep.stats.h_cc, prep.stats.w_cc, params, fixed)
             fixed = np.r_[fixed, np.zeros(n_groups - len(fixed), bool)]
             locked_of = np.r_[locked_of, np.full(n_groups - len(locked_of), -1, np.int64)]
+            given = np.r_[given, np.zeros(n_groups - len(given), bool)]
             if params.follow_local_rows:
                 fixed_ab = np.full((n_groups, 2), np.nan)
                 fixed_ab[fixed] = np.stack([lines.a[locked_of[fixed]], lines.b[locked_of[fixed]]], axis=1)
@@ -1132,7 +1136,7 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         prior = fit.weight[alive] / max(fit.weight[alive].sum(), 1e-12)
         part = LineSet(fit.a[alive], fit.b[alive], fit.c[alive], fit.sigma_t[alive], fit.sigma_s[alive],
                        prior, np.full(int(alive.sum()), r, np.int32), np.full(int(alive.sum()), region.phi),
-                       rot_inv, fixed[alive])
+                       rot_inv, fixed[alive], given[alive] & ~fixed[alive])
         centre = {r: float(uv[:, 0].mean())}
         order = order_lines(part, centre)
         rank = np.empty_like(order)

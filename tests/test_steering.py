@@ -738,3 +738,19 @@ def test_an_anchored_line_stays_on_its_row_where_a_free_one_leaves_it(page, tmp_
     reach, cap = defaults.anchor_reach, defaults.anchor_sigma_t
     assert moved["anchored"] <= reach + 1e-9 and spread["anchored"] <= cap + 1e-9, (moved, spread)
     assert moved["free"] > reach + 0.2, (moved, spread)
+
+
+def test_the_result_says_which_of_its_lines_a_file_gave(page, prep, tmp_path):
+    """Stage 8 refits every line; the lines the file gave come out anchored (the output JSON
+    and the window say so), the row the fill added and EM's own lines do not."""
+    path = _file_without_last_row(page, tmp_path)
+    lines = read_initial_lines(path, prep)
+    *_, end = pipeline.run_em(prep, lines)
+    seg = pipeline.finish(prep, end)
+    assert len(seg.lines) == page.n_lines
+    assert seg.lines.anchored.sum() == page.n_lines - 1 and not seg.lines.locked.any()
+    # Which one is free: the line through the row the file left out (the lowest).
+    assert not seg.lines.anchored[int(np.argmax(seg.lines.segments()[:, :, 1].mean(axis=1)))]
+    locked = pipeline.finish(prep, list(pipeline.run_em(prep, read_initial_lines(path, prep, lock=True)))[-1])
+    assert locked.lines.locked.all() and len(locked.lines) == page.n_lines - 1  # no row filled
+    assert not locked.lines.anchored.any()
