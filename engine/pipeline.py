@@ -100,7 +100,9 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
             if len(samples) and not page.bilevel and (params.steep_regions or params.multi_oriented)
             else None)
     block_angles: dict[int, float] = {}
-    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles)
+    mixed_parts: dict[int, int] = {}
+    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles,
+                                                 mixed_parts)
     tick("regions")
     say("initial lines")
     sample_heights = heights[sample_component]  # (N,) pixels: stage 6's small marks, the fill's letters
@@ -118,8 +120,9 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         joined = _blocks.merge_parallel_blocks(sample_region, kept, regions, _regions.SPLIT_ANGLE,
                                                _regions.BLOCK_SAMPLES * params.min_region_samples,
                                                _regions._FAR_ANGLE,
-                                               samples if params.small_parts_frame else None, stats.h_cc,
-                                               params.orientation_range)
+                                               samples if params.small_parts_frame or params.mixed_parts_frame
+                                               else None, stats.h_cc, params.orientation_range,
+                                               mixed_parts, params.small_parts_frame)
         if joined is not None:
             sample_region, lines, regions = _blocks.refit_blocks(sample_region, joined, lines, regions, fit)
         refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
