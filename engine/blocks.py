@@ -207,7 +207,8 @@ def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_
 def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions: tuple[Region, ...],
                           max_gap: float, small: int = 0, small_gap: float = 0.0,
                           samples: np.ndarray | None = None, h_cc: float = 0.0,
-                          range_edges: tuple[float, float] = (-90.0, 90.0)) -> np.ndarray | None:
+                          range_edges: tuple[float, float] = (-90.0, 90.0),
+                          mixed: dict[int, int] | None = None, small_frame: bool = True) -> np.ndarray | None:
     """Each sample's region ``(N,)`` with touching blocks whose frames lie within ``max_gap``
     degrees of each other joined into one (the largest's number), or None when none do; a
     block of fewer than ``small`` samples also joins a touching block within ``small_gap``
@@ -220,17 +221,46 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
     local angles whose own frame then lands at its neighbour's angle is the same block (ahte
     moc_train_18: a part of the main text whose line ends rise by 20-40 deg split off, and
     its frame search put it back at -1 deg, the main text's: lines cut in two at the seam).
-    ``edges``: the kept Delaunay edges (:func:`kept_edges`)."""
+    ``edges``: the kept Delaunay edges (:func:`kept_edges`).
+
+    ``mixed`` (``Parameters.mixed_parts_frame``; engine.regions.find_regions): block -> the
+    block it was split from, for blocks kept apart although their line contrast at that
+    block's angle was not low enough (a narrow note's part holding the main text's row ends
+    too). Each is folded back into that block unless its frame agrees with its own angle (as
+    a small block's, below): the filter bank's frame search on the whole part is a second
+    estimate of which direction its ink follows. ``small_frame`` (``small_parts_frame``):
+    the small blocks' check below is made (with ``samples``)."""
     n = len(regions)
     if n < 2 or len(edges) == 0:
         return None
-    a, b = sample_region[edges[:, 0]], sample_region[edges[:, 1]]
+    phi = np.degrees([r.phi for r in regions])
+
+    def frame_disagrees(k: int, region: np.ndarray) -> bool:
+        """Block ``k``'s frame is not at its own angle (more than max_gap off), or lies at an
+        edge of the orientation range (range_edges, degrees: where the search stopped, not
+        an estimate that agrees; poilus AN_0187-0: a signature's slanted downstrokes, own
+        angle -30 deg, frame at the range's -40 deg)."""
+        at_edge = min(abs(phi[k] - range_edges[0]), abs(phi[k] - range_edges[1])) < 1e-6
+        own = own_angle(samples[region == k], h_cc)
+        return at_edge or abs((own - phi[k] + 90.0) % 180.0 - 90.0) > max_gap
+
+    region = sample_region
+    folded = False
+    if mixed and samples is not None:
+        # Mixed parts whose frame disagrees go back to the block they were split from, before
+        # any pair is looked at (as keep_distinct_parts folded them before).
+        region = sample_region.copy()
+        for k, main in mixed.items():
+            if k < n and main < n and frame_disagrees(int(k), sample_region):
+                region[sample_region == k] = main
+                folded = True
+    a, b = region[edges[:, 0]], region[edges[:, 1]]
     cross = a != b
     if not cross.any():
-        return None
+        return region.astype(np.int32) if folded else None
     pairs = np.unique(np.sort(np.stack([a[cross], b[cross]], axis=1), axis=1), axis=0)
-    phi = np.degrees([r.phi for r in regions])
-    size = np.array([r.n_samples for r in regions])
+    n_samples = np.bincount(region, minlength=n)
+    size = n_samples.copy()
     root = np.arange(n)
 
     def find(x: int) -> int:
@@ -239,7 +269,7 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
             x = int(root[x])
         return x
 
-    joined = False
+    joined = folded
     for i, j in pairs:  # a few pairs per page
         if regions[i].page_direction or regions[j].page_direction:
             # A frame given for want of evidence (the page's direction) is no sign of being one
@@ -247,19 +277,13 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
             # joined both pages into one block, and rows across the spread (FM 0.93 -> 0.63).
             continue
         gap = abs((phi[i] - phi[j] + 90.0) % 180.0 - 90.0)
-        small_join = min(regions[i].n_samples, regions[j].n_samples) < small and gap <= small_gap
-        if small_join and samples is not None and gap > max_gap:
+        small_join = min(n_samples[i], n_samples[j]) < small and gap <= small_gap
+        if small_join and small_frame and samples is not None and gap > max_gap:
             # small_parts_frame: a small block joins its neighbour only when its frame does not
             # come out at its own angle (the angle its line contrast is highest at), i.e. when
             # the two estimates of its direction disagree (ahte moc_test_1: own angle -87 deg,
             # frame 28 deg); a small note whose frame agrees with its own angle stands apart.
-            k = int(i) if regions[i].n_samples < regions[j].n_samples else int(j)
-            # A frame at an edge of the orientation range (range_edges, degrees) is where the
-            # search stopped, not an estimate that agrees (poilus AN_0187-0: a signature's
-            # slanted downstrokes, own angle -30 deg, frame at the range's -40 deg).
-            at_edge = min(abs(phi[k] - range_edges[0]), abs(phi[k] - range_edges[1])) < 1e-6
-            own = own_angle(samples[sample_region == k], h_cc)
-            small_join = at_edge or abs((own - phi[k] + 90.0) % 180.0 - 90.0) > max_gap
+            small_join = frame_disagrees(int(i) if n_samples[i] < n_samples[j] else int(j), region)
         if gap <= max_gap or small_join:
             ri, rj = find(int(i)), find(int(j))
             if ri != rj:
@@ -269,7 +293,7 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
                 joined = True
     if not joined:
         return None
-    return np.array([find(r) for r in range(n)])[sample_region].astype(np.int32)
+    return np.array([find(r) for r in range(n)])[region].astype(np.int32)
 
 
 def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,

@@ -246,6 +246,14 @@ class Parameters:
     #: FM / line IU %, seeds 0 / 1 / 2: 31.3 / 44.4, 29.8 / 41.7, 31.9 / 44.9 off; 32.1 / 45.2,
     #: 29.9 / 42.2, 32.3 / 45.9 on; the other sets unchanged (docs/history.md, 2026-11-27, moc-cross).
     small_parts_frame: bool = True
+    #: A part split off at another text angle whose line contrast at the main text's angle is
+    #: not under KEEP_RATIO x its best (engine.regions.keep_distinct_parts) stands apart when
+    #: its frame then comes out at its own angle (within SPLIT_ANGLE, not at the orientation
+    #: range's edge; engine.blocks.merge_parallel_blocks), and is folded back otherwise. The
+    #: split's cells (4.5 text heights) straddle a junction, so a narrow note's part also holds
+    #: the main text's row ends, whose rows raise its contrast at the main text's angle
+    #: (moc_train_9: a column at 89 deg beside a block at -27 deg, ratio 0.65). Not in the paper.
+    mixed_parts_frame: bool = True
     #: Initial lines at their own angle within a region (engine.oriented_blobs): the region
     #: is also filtered at this many steps of 10 deg either side of its frame; where a filter
     #: 20 deg or more from the frame responds 1.2 times more at a sample, its frame blob runs
@@ -333,6 +341,13 @@ class Parameters:
     #: posterior of the unary alone. The paper starts EM from the raw blob lines; duplicates
     #: of one row then drift apart and split it.
     merge_initial_lines: bool = True
+    #: In that clean-up, a line's prior (surplus lines: under epsilon) is the mean of its
+    #: samples' posteriors (pi_l = mean_v p_v(l), as EM's M-step sets it), not its blob's share
+    #: of its region's ink. A blob of a few samples on a piece of a margin note is chosen by
+    #: its whole piece (moc_train_5: 7 samples in the blob, 147 choosing its line, prior
+    #: 0.0003): dropped, its samples went to their next line, a row 1800 px along, and the
+    #: refitted line ran across the page. Not in the paper (whose EM starts from the blobs).
+    cleanup_posterior_prior: bool = True
     # --- stage 7: EM --------------------------------------------------------------------
     #: Plateau of the flattened Gaussian, as a fraction of the interline space S_l.
     r: float = 0.3
@@ -557,7 +572,8 @@ class Parameters:
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
                      "overlap_valleys", "pitch_line_height", "mp_warm_start", "linked_neighbours",
-                     "block_boundaries", "small_parts_frame", "page_moments", "frame_lines"):
+                     "block_boundaries", "small_parts_frame", "mixed_parts_frame", "cleanup_posterior_prior",
+                     "page_moments", "frame_lines"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -671,7 +687,9 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "row_fill", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours", "block_boundaries", "small_parts_frame", "oriented_blobs", "steep_evidence", "frame_lines",
+    "linked_neighbours", "block_boundaries", "small_parts_frame", "mixed_parts_frame", "cleanup_posterior_prior",
+    "oriented_blobs",
+    "steep_evidence", "frame_lines",
 })
 
 
@@ -790,6 +808,12 @@ PAPER: dict[str, PaperValue] = {
     "small_parts_frame": PaperValue(False, "absent (§4.1: regions only)",
                                     "side notes of a few hundred samples at 25-43 deg from the main text "
                                     "were folded into it, their lines fitted at its angle."),
+    "cleanup_posterior_prior": PaperValue(False, "absent (§4.1: EM starts from the blob lines)",
+                                          "a margin note's line, its blob's share under epsilon, was dropped "
+                                          "and its samples refitted a row 1800 px along into a line across the page."),
+    "mixed_parts_frame": PaperValue(False, "absent (§4.1: regions only)",
+                                    "a narrow note's part also held the main text's row ends, and its "
+                                    "contrast at the main text's angle folded it back into the main text."),
     "linked_neighbours": PaperValue(False, "§4.1 unary: S_l the interline space to the lines above and "
                                            "below (Koo & Cho)",
                                     "a line's interline space counted a line of another block beyond a "

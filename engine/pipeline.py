@@ -100,7 +100,9 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
             if len(samples) and not page.bilevel and (params.steep_regions or params.multi_oriented)
             else None)
     block_angles: dict[int, float] = {}
-    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles)
+    mixed_parts: dict[int, int] = {}
+    sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles,
+                                                 mixed_parts)
     tick("regions")
     say("initial lines")
     sample_heights = heights[sample_component]  # (N,) pixels: stage 6's small marks, the fill's letters
@@ -118,8 +120,9 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         joined = _blocks.merge_parallel_blocks(sample_region, kept, regions, _regions.SPLIT_ANGLE,
                                                _regions.BLOCK_SAMPLES * params.min_region_samples,
                                                _regions._FAR_ANGLE,
-                                               samples if params.small_parts_frame else None, stats.h_cc,
-                                               params.orientation_range)
+                                               samples if params.small_parts_frame or params.mixed_parts_frame
+                                               else None, stats.h_cc, params.orientation_range,
+                                               mixed_parts, params.small_parts_frame)
         if joined is not None:
             sample_region, lines, regions = _blocks.refit_blocks(sample_region, joined, lines, regions, fit)
         refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
@@ -184,12 +187,20 @@ def preparation_summary(prep: Preparation) -> dict[str, Any]:
 
 def merge_initial_lines(prep: Preparation) -> LineSet:
     """``prep.initial_lines`` after stage 8's clean-up on the posterior of the unary alone
-    (EM's iteration 0): one line per text row to start EM from."""
+    (EM's iteration 0): one line per text row to start EM from. With
+    ``cleanup_posterior_prior`` the surplus test reads each line's prior from that posterior
+    (pi_l = mean_v p_v(l), as the M-step sets it), not from its blob's share of the ink."""
     em = _em.run_em(prep, prep.initial_lines, prep.params)
     try:
         first = next(em)
     finally:
         em.close()
+    if prep.params.cleanup_posterior_prior:
+        # The blob's share of its region's ink is no prior for a line the page's ink chooses
+        # (moc_train_5: a line on a margin note's piece, 7 samples in its blob, 147 choosing
+        # it, prior 0.0003 < epsilon): dropped, its samples went to the line of a row 1800 px
+        # along, whose refit then ran across the page.
+        first = _post.with_posterior_priors(prep, first, prep.params)
     lines, _ = _post.consolidate_lines(prep, first, prep.params)
     return lines
 

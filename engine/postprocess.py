@@ -49,6 +49,23 @@ def surviving_lines(snapshot: Snapshot, epsilon: float) -> np.ndarray:
     return (lines.prior >= epsilon) & chosen
 
 
+def with_posterior_priors(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Snapshot:
+    """``snapshot`` with each line's prior the mean of its samples' posteriors (the paper's
+    pi_l = mean_v p_v(l), over its region's samples with ``prior_scope`` "region", else over
+    the page's), as the M-step would set it."""
+    lines = snapshot.lines
+    cand, prob = snapshot.posterior_lines, snapshot.posterior_probs
+    ok = cand >= 0
+    mass = np.bincount(cand[ok], weights=prob[ok], minlength=len(lines))[:len(lines)]
+    if params.prior_scope == "region":
+        size = np.bincount(prep.sample_region, minlength=len(prep.regions)).astype(np.float64)
+        total = size[lines.region]
+    else:
+        total = np.full(len(lines), float(len(prep.samples)))
+    prior = mass / np.maximum(total, 1.0)
+    return dataclasses.replace(snapshot, lines=dataclasses.replace(lines, prior=prior))
+
+
 def reassign(snapshot: Snapshot, keep: np.ndarray) -> np.ndarray:
     """Each sample's most probable kept line ``(N,)`` among its top-k (-1 if none)."""
     cand = snapshot.posterior_lines

@@ -34,14 +34,19 @@ def region_threshold(stats: ComponentStats, params: Parameters) -> float:
 
 def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats,
                  params: Parameters, sample_axis: np.ndarray | None = None,
-                 block_angles: dict[int, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 block_angles: dict[int, float] | None = None,
+                 mixed_parts: dict[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Region index of every sample ``(N,)`` (0..R-1, regions ordered by their top-left
     sample) and the MRF edges ``(E, 2)``: Delaunay edges of kept triangles inside one region.
     ``sample_axis (N,)``: the direction (degrees) of the sample's component where it is a long
     word (:func:`component_axes`), NaN elsewhere; it lets a block of words written across the
     main text (a note up the margin) stand apart (:func:`orientation_parts`). ``block_angles``,
     if given, receives the direction (degrees) of each final region made mostly of such a
-    block: its words' direction, which its frame search keeps to (engine.blocks)."""
+    block: its words' direction, which its frame search keeps to (engine.blocks).
+    ``mixed_parts``, if given (with ``Parameters.mixed_parts_frame``), receives each final
+    region kept apart although its line contrast at the main text's angle is not low enough
+    (:func:`keep_distinct_parts`), mapped to the region of the part it was split from:
+    engine.blocks.merge_parallel_blocks folds it back unless its frame agrees with its angle."""
     n = len(samples)
     if n == 0:
         return np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
@@ -69,6 +74,7 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
         # where the orientation search can reach every angle: within the paper's +-40 deg a
         # split-off vertical note still gets a wrong frame (moc-train: the share of samples
         # in regions more than 10 deg off went 0.40 -> 0.385 only, at 0.1-0.3 s a page).
+        mixed: dict[int, int] = {}
         part, scale, block_angle = orientation_parts(samples, label, stats, params.min_region_samples,
                                                      edges, sample_axis)
         in_block = np.isfinite(block_angle)
@@ -83,12 +89,19 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
             # 519 correct lines.
             label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
                                         None, in_block,
-                                        far_angle=0.0 if params.small_parts_frame else _FAR_ANGLE)
+                                        far_angle=0.0 if params.small_parts_frame else _FAR_ANGLE,
+                                        mixed=mixed if params.mixed_parts_frame and params.block_boundaries else None)
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
     region = rank[inverse].astype(np.int32)
     same = region[edges[:, 0]] == region[edges[:, 1]]
+    if mixed_parts is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
+        # Part labels -> final region indices (a mixed part keeps a label of its own, as its main).
+        for p, main in mixed.items():
+            at_p, at_main = np.flatnonzero(label == p), np.flatnonzero(label == main)
+            if len(at_p) and len(at_main):
+                mixed_parts[int(region[at_p[0]])] = int(region[at_main[0]])
     if block_angles is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
         for r in range(int(region.max()) + 1):
             angles = block_angle[region == r]
@@ -195,7 +208,8 @@ def contrast_curves(d: np.ndarray, window: np.ndarray, n_windows: int, radius: f
 def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarray,
                         scale: dict[int, float], min_samples: int,
                         elongation: tuple[ComponentStats, Parameters] | None = None,
-                        in_block: np.ndarray | None = None, far_angle: float | None = None) -> np.ndarray:
+                        in_block: np.ndarray | None = None, far_angle: float | None = None,
+                        mixed: dict[int, int] | None = None) -> np.ndarray:
     """``part`` with every part that is not its region's largest folded into that largest one
     unless its own text angle fits it clearly better than the largest part's angle: the line
     contrast of the whole part at the largest part's angle under ``KEEP_RATIO`` x its best.
@@ -207,7 +221,13 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
     addition, its filtered blobs are longer along the text at its own angle than at the main
     part's (:func:`engine.initial_lines.blob_elongation` on a raster of its samples). The
     contrast alone split a block of an Arabic page's main text (ahte moc_train_18, 992
-    samples) that its frame search then put back at the main text's angle: lines cut in two."""
+    samples) that its frame search then put back at the main text's angle: lines cut in two.
+
+    With ``mixed`` (a dict, filled here) a part that passes every test but the contrast ratio
+    is kept, and ``mixed[part] = main part``: the split's cells straddle a junction, so a
+    narrow note's part also holds the main text's row ends, and their rows raise its contrast
+    at the main text's angle (moc_train_9: a column at 89 deg beside a block at -27 deg, ratio
+    0.65). Its frame decides (engine.blocks.merge_parallel_blocks, ``mixed_parts_frame``)."""
     part = part.copy()
     for r in range(int(region.max()) + 1):
         idx = np.flatnonzero(region == r)
@@ -235,18 +255,31 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
             # (With Parameters.small_parts_frame, far_angle 0: a small part's angle is checked
             # against its frame instead, engine.blocks.merge_parallel_blocks.)
             evidence = gap >= (_FAR_ANGLE if far_angle is None else far_angle) or sizes[ids == p][0] >= 16 * min_samples
-            distinct = curves[p][main_k] < KEEP_RATIO * curves[p][own_k] and gap > SPLIT_ANGLE and evidence
+            contrast_says = curves[p][main_k] < KEEP_RATIO * curves[p][own_k]
+            distinct = contrast_says and gap > SPLIT_ANGLE and evidence
+            if (p != main and mixed is not None and not contrast_says and gap > SPLIT_ANGLE and evidence
+                    and sizes[ids == p][0] >= BLOCK_SAMPLES * min_samples):
+                # A part as large as a block of several lines (BLOCK_SAMPLES): a few hundred
+                # samples that fail the ratio are as likely a few words of the main text
+                # (poilus AN_0292-0: a stamp and a word's end, 481 samples, framed at -34
+                # deg, took a row's words; ahte moc_test_4: 206 samples at -17 deg).
+                distinct = True
+                mixed[int(p)] = int(main)
             if (p != main and in_block is not None and gap > SPLIT_ANGLE
                     and in_block[members].mean() > 0.5):
                 # Mostly words written across the main text (across_blocks): their own
                 # direction is the evidence; a note's lines up a margin are too irregular
                 # for the contrast test (AN_0008-3: 0.036 at -90 deg, 0.026 at 0 deg).
                 distinct = True
+                if mixed is not None:
+                    mixed.pop(int(p), None)
             if p != main and distinct and elongation is not None:
                 distinct = (sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[own_k]))
                             > sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[main_k])))
             if p != main and not distinct:
                 part[members] = main
+                if mixed is not None:
+                    mixed.pop(int(p), None)
     return part
 
 

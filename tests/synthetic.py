@@ -557,3 +557,43 @@ def perforated_card_page(seed: int = 0, slant: float = 0.6) -> SyntheticPage:
             cv2.circle(image, (x, y), dot // 2, 30, -1)
     return SyntheticPage(image=image, labels=labels, n_lines=len(lines),
                          angles=tuple(ln.angle_deg() for ln in lines), kind="perforated_card")
+
+
+def narrow_column_page(seed: int = 0, main_deg: float = -25.0, column_deg: float = 90.0,
+                       gap: float = 0.5, n_column: int = 3, main_pitch: float = 4.0,
+                       column_pitch: float = 2.2) -> tuple[SyntheticPage, np.ndarray]:
+    """A block of rows at ``main_deg``, ``main_pitch`` text heights apart, whose row ends line
+    up on a vertical edge (each row starts and ends at the same x), with a narrow column of
+    ``n_column`` lines at ``column_deg``, ``column_pitch`` text heights apart, beside that
+    edge and ``gap`` text heights from it (VML-MOC's moc_train_9: rows at -25 deg, a dense
+    column of lines written up the page at their right, a few lines wide, narrower than the
+    windows the orientation split reads angles in). Returns the page and the block of every
+    line ``(n_lines,)`` (0 rows, 1 column)."""
+    rng = np.random.default_rng([seed, 9])
+    h = 16.0
+    style = _Style(h=h, thickness=3, slant=0.1)
+    width, height = 1100, 1500
+    pitch = main_pitch * h
+    theta = np.radians(main_deg)
+    span = 560.0  # the rows' extent along x
+    main = []
+    for i in range(int(66 / main_pitch)):
+        start = rng.uniform(0.0, 0.4) * h
+        main.append(_Line((40.0 + start, 330.0 + i * pitch / np.cos(theta)), theta,
+                          (span - start - rng.uniform(0.0, 0.4) * h) / np.cos(theta)))
+    main = _mark(main, 0)
+    column = _mark(_block(rng, n_column, 1100.0, column_pitch * h, np.radians(column_deg), h, (0.0, 0.0, width, height),
+                          last_short=False), 1)
+    _, m_y0, m_right, m_y1 = _extent(main, h)
+    c_x0, c_y0, _, c_y1 = _extent(column, h)
+    for ln in column:
+        ln.origin = (ln.origin[0] + m_right - c_x0 + gap * h,
+                     ln.origin[1] + (m_y0 + m_y1) / 2 - (c_y0 + c_y1) / 2)
+    lines = main + column
+    x0, y0, x1, y1 = _extent(lines, h)
+    if x1 > width or y1 > height or x0 < 0 or y0 < 0:
+        raise ValueError(f"column page does not fit: {(x0, y0, x1, y1)}")
+    image, labels = _render(lines, style, rng, (height, width), 1.0, touching=False)
+    page = SyntheticPage(image=image, labels=labels, n_lines=len(lines),
+                         angles=tuple(ln.angle_deg() for ln in lines), kind="narrow_column")
+    return page, np.array([ln.block for ln in lines])
