@@ -229,7 +229,9 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
     too). Each is folded back into that block unless its frame agrees with its own angle (as
     a small block's, below): the filter bank's frame search on the whole part is a second
     estimate of which direction its ink follows. ``small_frame`` (``small_parts_frame``):
-    the small blocks' check below is made (with ``samples``)."""
+    the small blocks' check below is made. Both checks read the blocks' own angles from
+    ``samples`` ``(N, 2)`` (None: neither is made); ``mixed`` is empty with
+    ``mixed_parts_frame`` off."""
     n = len(regions)
     if n < 2 or len(edges) == 0:
         return None

@@ -119,10 +119,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         # junction of two blocks go to the block whose lines run through them.
         joined = _blocks.merge_parallel_blocks(sample_region, kept, regions, _regions.SPLIT_ANGLE,
                                                _regions.BLOCK_SAMPLES * params.min_region_samples,
-                                               _regions._FAR_ANGLE,
-                                               samples if params.small_parts_frame or params.mixed_parts_frame
-                                               else None, stats.h_cc, params.orientation_range,
-                                               mixed_parts, params.small_parts_frame)
+                                               _regions._FAR_ANGLE, samples, stats.h_cc,
+                                               params.orientation_range, mixed_parts, params.small_parts_frame)
         if joined is not None:
             sample_region, lines, regions = _blocks.refit_blocks(sample_region, joined, lines, regions, fit)
         refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
