@@ -39,6 +39,8 @@ WORD_SHARE = 0.5
 #: words of other rows round a line's end into its region, at every angle (moc_train_10, the
 #: ground truth locked: FM 69.0 -> 60.6 %, samples of a 5.6 deg block into a vertical one).
 ALONG_REACH = 0.0
+#: Samples per slice when measuring distances to the given lines.
+_CHUNK = 16384
 
 
 def nearest_given(prep: Preparation, lines: LineSet, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
@@ -50,19 +52,22 @@ def nearest_given(prep: Preparation, lines: LineSet, params: Parameters) -> tupl
     line_of = np.full(n, -1, np.int64)
     given = np.flatnonzero(lines.locked | lines.anchored)
     reach = ALONG_REACH * prep.stats.w_cc
-    xy = prep.samples.astype(np.float64)
     for r in np.unique(lines.region[given]):
         k = given[lines.region[given] == r]
         own = lines.take(k)
-        uv = to_region_frame(xy, float(own.phi[0]))
-        across = np.abs(across_distance(uv, own)) / np.maximum(own.sigma_t, 1e-6)
-        along = np.abs(own.along(uv) - own.c)
-        across[along > 2.0 * own.sigma_s + reach] = np.inf
-        j = across.argmin(axis=1)
-        d = across[np.arange(n), j]
-        closer = d < best
-        best[closer] = d[closer]
-        line_of[closer] = k[j[closer]]
+        # In slices of the samples: (samples x lines) arrays of a large page's 100k samples
+        # and a region's 60 given lines would take 50 MB each.
+        for lo in range(0, n, _CHUNK):
+            sl = slice(lo, min(n, lo + _CHUNK))
+            uv = to_region_frame(prep.samples[sl].astype(np.float64), float(own.phi[0]))
+            across = np.abs(across_distance(uv, own)) / np.maximum(own.sigma_t, 1e-6)
+            along = np.abs(own.along(uv) - own.c)
+            across[along > 2.0 * own.sigma_s + reach] = np.inf
+            j = across.argmin(axis=1)
+            d = across[np.arange(len(j)), j]
+            closer = d < best[sl]
+            best[sl][closer] = d[closer]
+            line_of[sl][closer] = k[j[closer]]
     return line_of, best
 
 
