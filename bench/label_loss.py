@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         prep = pipeline.prepare(args.page, Parameters())
         start = initial_io.read_initial_lines(args.gt, prep, lock=not args.free)
+        prep = pipeline.for_lines(prep, start)
         *_, snap = pipeline.run_em(prep, start)
         if cache is not None:
             cache.write_bytes(pickle.dumps((prep, snap)))

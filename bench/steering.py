@@ -114,8 +114,9 @@ def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
         truth, scored = ground_truth(Path(gt), Path(image), prep.shape)
         labels = {}
         for name in VARIANTS:
-            *_, snap = pipeline.run_em(prep, starts[name])
-            seg = pipeline.finish(prep, snap)
+            run_prep = pipeline.for_lines(prep, starts[name])  # regions led by given lines
+            *_, snap = pipeline.run_em(run_prep, starts[name])
+            seg = pipeline.finish(run_prep, snap)
             labels[name] = seg.labels
             row[name] = _scores(truth, seg.labels, scored, T_A, LINE_THRESHOLD)
             row[f"{name}_lines"] = len(seg.lines)

@@ -85,6 +85,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "m_step_trim": (0.0, 100.0, True, True),
     "anchor_reach": (0.0, 100.0, True, True),
     "anchor_sigma_t": (0.0, 100.0, True, True),
+    "given_regions": (0.0, 100.0, True, True),
     "sigma_s_floor": (0.01, 100.0, True, True),
     "candidate_nats": (1.0, 1e4, True, True),
     "merge_gap": (0.0, 100.0, True, True),
@@ -449,6 +450,14 @@ class Parameters:
     #: -> 69.0 / 94.2 (docs/history.md): only given lines are anchored. Not in the paper.
     anchor_reach: float = 0.5
     anchor_sigma_t: float = 0.75
+    #: A run started from given lines (locked, or anchored: ``LineSet.locked``/``anchored``)
+    #: has its regions follow them: a word whose samples mostly lie within given_regions x
+    #: sigma_t across a given line (the nearest given line whose extent covers them) goes to
+    #: that line's region for EM and stage 8 (engine.given_regions). Stage 5's regions come
+    #: from the page alone, and a sample takes only its own region's lines: where they cut a
+    #: row in two, the given line got half its row. 0 = off (the regions as prepared). A run
+    #: without given lines is unchanged. Not in the paper (no given lines).
+    given_regions: float = 2.0
     #: Lines whose unary is more than this many nats below a sample's best are pruned.
     candidate_nats: float = 30.0
     #: Each sample considers this many consecutive lines around its best one (labels are
@@ -839,6 +848,9 @@ PAPER: dict[str, PaperValue] = {
     "anchor_sigma_t": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
                                  "a given line's band widened over ink the file does not "
                                  "annotate until the line left its row."),
+    "given_regions": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
+                                "a given line got only the samples of its row within the region holding "
+                                "its midpoint; the rest of its row, in another region, went to other lines."),
     "candidate_nats": PaperValue(1e4, "Algorithm 2 (every line; 1e4 nats: no floor in practice)",
                                  "lines 30 nats below a sample's best carry no information; the floor "
                                  "keeps messages finite."),

@@ -6,7 +6,9 @@
     seg = finish(prep, snap)             # labels (H, W) int32 and the final lines
 
 ``run_em(prep, lines=edited)`` starts from a caller's lines instead of ``prep.initial_lines``;
-``lines_from_segments(prep, segments)`` turns page-coordinate segments into such lines.
+``lines_from_segments(prep, segments)`` turns page-coordinate segments into such lines. Lines
+given locked or anchored lead the regions: run EM and stage 8 on ``for_lines(prep, lines)``
+(:mod:`engine.given_regions`; the same preparation when no line is given).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from . import blocks as _blocks
 from . import components as _components
 from . import edits as _edits
 from . import em as _em
+from . import given_regions as _given
 from . import graph as _graph
 from . import initial_lines as _initial
 from . import ink as _ink
@@ -214,6 +217,15 @@ def run_em(prep: Preparation, lines: LineSet | None = None, *, params: Parameter
     return _em.run_em(prep, start, params or prep.params, per_sweep=per_sweep)
 
 
+def for_lines(prep: Preparation, lines: LineSet | None, params: Parameters | None = None) -> Preparation:
+    """The preparation EM and stage 8 run on when starting from ``lines``: its regions follow
+    the given (locked or anchored) lines (``Parameters.given_regions``,
+    :func:`engine.given_regions.follow_given_lines`); ``prep`` itself when none is given."""
+    if lines is None:
+        return prep
+    return _given.follow_given_lines(prep, lines, params or prep.params)
+
+
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters | None = None) -> Segmentation:
     """Stage 8: surplus-line removal, fragment merging, final labelling of every ink pixel."""
     return _post.finish(prep, snapshot, params or prep.params)
@@ -233,13 +245,15 @@ def segment(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     """The whole method on one page: returns the preparation, the last snapshot and the
     result (whose ``initial_lines`` are the lines EM started from). ``initial_lines``: the
     lines to start from instead of the prepared ones, or a function of the preparation
-    giving them (e.g. reading a file: :func:`engine.initial_io.read_initial_lines`)."""
+    giving them (e.g. reading a file: :func:`engine.initial_io.read_initial_lines`). The
+    preparation returned is the one EM and stage 8 ran on (:func:`for_lines`)."""
     prep = prepare(page, params, progress)
     say = progress or (lambda _msg: None)
     if callable(initial_lines):
         say("initial lines")
         initial_lines = initial_lines(prep)
     start = prep.initial_lines if initial_lines is None else _edits.ordered(prep, initial_lines)
+    prep = for_lines(prep, start)
     snap = None
     for snap in run_em(prep, start):
         say(f"EM iteration {snap.iteration}")

@@ -125,6 +125,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "m_step_trim": (0.0, "eq. update1: every sample, weighted by its posterior"),
     "anchor_reach": (0.0, "eq. update1: the M-step moves every line freely"),
     "anchor_sigma_t": (0.0, "eq. update1: no bound on sigma_t"),
+    "given_regions": (0.0, "§4.1: the regions come from the page alone"),
     "sigma_s_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),
     "candidate_nats": (1e4, "Algorithm 2: every line (no floor)"),
     "label_window": (0, "Algorithm 2: every label"),

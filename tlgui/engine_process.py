@@ -394,6 +394,9 @@ def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage]
     if not spec.em:
         return
     lines = start_lines(prep, spec.lines, spec.lines_file)
+    # Locked or anchored lines lead the regions EM and stage 8 run on (the shown preparation
+    # stays the page's own; region indices and frames are the same).
+    prep = pipeline.for_lines(prep, lines, params)
     emit(Stage(job_id, "EM"))
     started = time.perf_counter()
     gen = pipeline.run_em(prep, lines, params=params, per_sweep=True)
