@@ -57,3 +57,18 @@ def test_not_a_benchmark_csv_is_a_clear_error(tmp_path: Path, capsys: pytest.Cap
     a = write_run(tmp_path / "s0.csv", {"cremma": (0.7, 0.7)}, {("cremma", "x"): ("ok", 3)})
     assert main([str(a), str(other)]) == 2
     assert "no TOTAL rows" in capsys.readouterr().err
+
+
+def test_region_partitions_compared_on_the_ink() -> None:
+    """bench/region_stability.py: the same partition under other region numbers is no
+    change; moving one component moves its share of the ink."""
+    import numpy as np
+
+    from bench.region_stability import component_regions, partition_mismatch
+
+    components = np.array([[1, 1, 0, 2], [0, 3, 3, 3]])
+    regions = component_regions(components, np.array([1, 1, 2, 3, 3]), np.array([0, 0, 1, 1, 1]), 2)
+    assert regions.tolist() == [-1, 0, 1, 1]
+    weight = np.array([0.0, 2.0, 1.0, 3.0])
+    assert partition_mismatch(np.array([-1, 0, 1, 1]), np.array([-1, 5, 2, 2]), weight) == 0.0
+    assert partition_mismatch(np.array([-1, 0, 1, 1]), np.array([-1, 0, 0, 1]), weight) == pytest.approx(1.0 / 6.0)
