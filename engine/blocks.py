@@ -38,7 +38,7 @@ import numpy as np
 from .graph import triangle_edges
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
-from .regions import own_angle
+from .regions import own_angle, region_threshold
 from .unary import across_distance
 
 
@@ -111,21 +111,27 @@ def kept_edges(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats
         return np.zeros((0, 2), np.int32)
     p = samples[triangles]
     sides = np.linalg.norm(p - np.roll(p, -1, axis=1), axis=2)
-    limit = params.region_threshold * max(stats.h_cc, 1.0)
-    return triangle_edges(triangles[sides.max(axis=1) <= limit])
+    return triangle_edges(triangles[sides.max(axis=1) <= region_threshold(stats, params)])
 
 
-def _row_distance(xy: np.ndarray, lines: LineSet, phi: float, reach: float) -> np.ndarray:
-    """Distance ``(n,)`` across the nearest of ``lines`` (one region's, frame angle ``phi``)
-    of each point, among the lines whose extent (centre +- 2 sigma_s, plus ``reach`` along)
-    covers it; inf where none does."""
-    if len(lines) == 0:
-        return np.full(len(xy), np.inf)
+def covered_across(xy: np.ndarray, lines: LineSet, phi: float, reach: float) -> np.ndarray:
+    """Distance ``(n, L)`` (pixels) across each of ``lines`` (one region's, frame angle
+    ``phi``) of each point, inf where the line's extent (centre +- 2 sigma_s, plus ``reach``
+    along) does not cover it."""
     uv = to_region_frame(xy, phi)
     across = np.abs(across_distance(uv, lines))
     along = np.abs(lines.along(uv) - lines.c)
     across[along > 2.0 * lines.sigma_s + reach] = np.inf
-    return across.min(axis=1)
+    return across
+
+
+def _row_distance(xy: np.ndarray, lines: LineSet, phi: float, reach: float) -> np.ndarray:
+    """Distance ``(n,)`` across the nearest of ``lines`` (one region's, frame angle ``phi``)
+    of each point, among the lines whose extent covers it (:func:`covered_across`); inf where
+    none does."""
+    if len(lines) == 0:
+        return np.full(len(xy), np.inf)
+    return covered_across(xy, lines, phi, reach).min(axis=1)
 
 
 def refine_boundaries(samples: np.ndarray, sample_component: np.ndarray, sample_region: np.ndarray,

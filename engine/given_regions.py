@@ -27,9 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from .model import LineSet, Preparation, Region, to_region_frame
+from .blocks import covered_across
+from .model import LineSet, Preparation, Region
 from .params import Parameters
-from .unary import across_distance
+from .regions import region_threshold
 
 #: A word goes to a given line's region when more than this share of its samples lie within
 #: reach of that line (and that line is their nearest given line).
@@ -59,10 +60,8 @@ def nearest_given(prep: Preparation, lines: LineSet, params: Parameters) -> tupl
         # and a region's 60 given lines would take 50 MB each.
         for lo in range(0, n, _CHUNK):
             sl = slice(lo, min(n, lo + _CHUNK))
-            uv = to_region_frame(prep.samples[sl].astype(np.float64), float(own.phi[0]))
-            across = np.abs(across_distance(uv, own)) / np.maximum(own.sigma_t, 1e-6)
-            along = np.abs(own.along(uv) - own.c)
-            across[along > 2.0 * own.sigma_s + reach] = np.inf
+            across = (covered_across(prep.samples[sl].astype(np.float64), own, float(own.phi[0]), reach)
+                      / np.maximum(own.sigma_t, 1e-6))
             j = across.argmin(axis=1)
             d = across[np.arange(len(j)), j]
             closer = d < best[sl]
@@ -112,7 +111,7 @@ def _edges(prep: Preparation, new_region: np.ndarray, moved: np.ndarray, params:
         cand = cand[moved[cand[:, 0]] | moved[cand[:, 1]]]
         length = np.linalg.norm(prep.samples[cand[:, 0]].astype(np.float64)
                                 - prep.samples[cand[:, 1]].astype(np.float64), axis=1)
-        cand = cand[(length <= params.region_threshold * max(prep.stats.h_cc, 1.0))
+        cand = cand[(length <= region_threshold(prep.stats, params))
                     & (new_region[cand[:, 0]] == new_region[cand[:, 1]])]
     return np.concatenate([old[keep], cand.astype(old.dtype)]) if len(cand) else old[keep]
 
