@@ -29,16 +29,6 @@ if str(REPO) not in sys.path:
 from bench.run_bench import DEFAULT_DATA, find_sets  # noqa: E402
 
 
-def component_regions(components: np.ndarray, sample_component: np.ndarray, sample_region: np.ndarray,
-                      n_regions: int) -> np.ndarray:
-    """Each ink component's region ``(n_components + 1,)``: the region most of its samples
-    are in; -1 for a component without samples (and for index 0, the background)."""
-    n = int(components.max()) + 1
-    table = np.zeros((n, max(n_regions, 1)), np.int64)
-    np.add.at(table, (sample_component, sample_region), 1)
-    return np.where(table.sum(axis=1) > 0, table.argmax(axis=1), -1)
-
-
 def partition_mismatch(a: np.ndarray, b: np.ndarray, weight: np.ndarray) -> float:
     """Share of ``weight`` (per component) outside the best-matched regions of two
     partitions ``a`` and ``b`` (region per component, -1 = none), the larger of matching
@@ -56,13 +46,17 @@ def page_stability(task: tuple[str, str, tuple[int, ...]]) -> dict:
     """Regions, initial lines and pairwise mismatch of one page over the seeds."""
     from engine.params import Parameters
     from engine.pipeline import prepare
+    from engine.postprocess import component_owners
 
     name, image, seeds = task
     parts, n_regions, n_lines, weight = [], [], [], None
     for seed in seeds:
         prep = prepare(image, Parameters(seed=seed))
-        parts.append(component_regions(prep.components, prep.sample_component, prep.sample_region,
-                                       len(prep.regions)))
+        # Each ink component's region: the one most of its samples are in (-1: none).
+        owner = np.full(int(prep.components.max()) + 1, -1, np.int64)
+        found = component_owners(prep.sample_region, prep.sample_component)
+        owner[: len(found)] = found
+        parts.append(owner)
         n_regions.append(len(prep.regions))
         n_lines.append(len(prep.initial_lines))
         if weight is None:
