@@ -304,25 +304,32 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
     return np.array([find(r) for r in range(n)])[region].astype(np.int32)
 
 
-def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,
-                 regions: tuple[Region, ...], fit) -> tuple[np.ndarray, LineSet, tuple[Region, ...]]:
-    """After :func:`refine_boundaries`: the regions renumbered 0..R-1 in raster order of their
-    first sample (as stage 5 numbers them; a block may have lost every sample), and the
-    initial lines and regions with those of the blocks whose samples changed fitted again by
-    ``fit(sample_region, only, phis)`` (:func:`engine.initial_lines.initial_lines` with the
-    page's other arguments bound). A changed block keeps its frame angle: a few words at its
-    boundary moved, its lines did not turn."""
+def renumber_blocks(sample_region: np.ndarray, refined: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Each sample's block ``refined (N,)`` renumbered 0..R-1 in raster order of the blocks'
+    first samples (as stage 5 numbers regions; a block may have lost every sample), with each
+    new block's old region ``(R,)`` (the one that held most of its samples) and the new
+    blocks whose samples are not exactly their old region's (changed)."""
     _, first, inverse = np.unique(refined, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
     new_region = rank[inverse].astype(np.int32)
     n_new = int(new_region.max()) + 1
-    # Each new block's old region: the one that held most of its samples; a block whose
-    # samples are exactly an old region's is unchanged.
     n_old = int(sample_region.max()) + 1
     overlap = np.bincount(new_region.astype(np.int64) * n_old + sample_region, minlength=n_new * n_old)
     old_of_new = overlap.reshape(n_new, n_old).argmax(axis=1)
     changed = [k for k in range(n_new)
                if not np.array_equal(new_region == k, sample_region == old_of_new[k])]
+    return new_region, old_of_new, changed
+
+
+def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,
+                 regions: tuple[Region, ...], fit) -> tuple[np.ndarray, LineSet, tuple[Region, ...]]:
+    """After :func:`refine_boundaries`: the regions renumbered (:func:`renumber_blocks`), and the
+    initial lines and regions with those of the blocks whose samples changed fitted again by
+    ``fit(sample_region, only, phis)`` (:func:`engine.initial_lines.initial_lines` with the
+    page's other arguments bound). A changed block keeps its frame angle: a few words at its
+    boundary moved, its lines did not turn."""
+    new_region, old_of_new, changed = renumber_blocks(sample_region, refined)
+    n_new = len(old_of_new)
     phis = {k: regions[int(old_of_new[k])].phi for k in changed}
     new_lines, new_regions = fit(new_region, np.array(changed, np.int64), phis)
     parts, out_regions = [], []

@@ -673,30 +673,85 @@ def order_lines(lines: LineSet, region_centre_u: dict[int, float]) -> np.ndarray
     return np.lexsort((across, lines.region))
 
 
+def _region_box(components: np.ndarray, comp_in_region: np.ndarray, xy: np.ndarray,
+                stats: ComponentStats) -> tuple[int, int, int, int]:
+    """Region box ``(x0, y0, x1, y1)`` in pixels: its samples' box ``xy (n, 2)`` widened to the
+    full extent of its components (``comp_in_region (C + 1,)``)."""
+    x0, y0 = np.floor(xy.min(axis=0)).astype(int)
+    x1, y1 = np.floor(xy.max(axis=0)).astype(int) + 1
+    oy, ox = max(0, y0 - int(stats.h_cc * 4)), max(0, x0 - int(stats.w_cc * 4))
+    window = components[oy:y1 + int(stats.h_cc * 4), ox:x1 + int(stats.w_cc * 4)]
+    ys, xs = np.nonzero(_members(window, comp_in_region))
+    if len(xs):
+        x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
+        y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
+    return int(x0), int(y0), int(x1), int(y1)
+
+
+def _component_regions(components: np.ndarray, sample_component: np.ndarray,
+                       sample_region: np.ndarray) -> np.ndarray:
+    """Each component's region ``(C + 1,)`` (-1: none, e.g. the background 0): the region of
+    (one of) its samples; every component has one."""
+    comp_region = np.full(int(components.max()) + 1, -1, np.int32)
+    comp_region[sample_component] = sample_region
+    return comp_region
+
+
+def region_frames(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
+                  sample_region: np.ndarray, stats: ComponentStats, params: Parameters,
+                  block_angles: dict[int, float] | None = None,
+                  sample_axis: np.ndarray | None = None) -> tuple[tuple[Region, ...], dict[int, np.ndarray]]:
+    """Every region with its frame angle and box, before any line is fitted: what
+    engine.blocks.merge_parallel_blocks reads, so that blocks it joins have their lines
+    fitted once, in the joined block (:func:`initial_lines` with their angles as ``phis``);
+    and each region's ink raster (:func:`region_mask`), by region, for :func:`initial_lines`'s
+    ``known_ink``. Arguments as :func:`initial_lines`'s."""
+    if len(samples) == 0:
+        return (), {}
+    comp_region = _component_regions(components, sample_component, sample_region)
+    scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
+    page_deg = page_angle(sample_axis) if params.steep_evidence > 0 and params.steep_regions else None
+    regions, inks = [], {}
+    for r in range(int(sample_region.max()) + 1):  # a few regions
+        members = sample_region == r
+        xy = samples[members]
+        comp_in_region = comp_region == r
+        comp_in_region[0] = False
+        bbox = _region_box(components, comp_in_region, xy, stats)
+        inks[r] = region_mask(components, comp_in_region, bbox, scale)
+        report: dict = {}
+        phi = best_orientation(inks[r], bbox, stats, params, None if block_angles is None else block_angles.get(r),
+                               xy, page_deg, report)
+        regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum()),
+                              page_direction=bool(report.get("page_direction", False))))
+    return tuple(regions), inks
+
+
 def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
                   sample_region: np.ndarray, stats: ComponentStats, params: Parameters,
                   small: np.ndarray | None = None, only: np.ndarray | None = None,
                   phis: dict[int, float] | None = None, block_angles: dict[int, float] | None = None,
-                  sample_axis: np.ndarray | None = None) -> tuple[LineSet, tuple[Region, ...]]:
+                  sample_axis: np.ndarray | None = None,
+                  known_ink: dict[int, tuple[tuple[int, int, int, int], np.ndarray]] | None = None,
+                  ) -> tuple[LineSet, tuple[Region, ...]]:
     """Initial lines of every region and the regions (with their frame angle and box).
     ``small (N,)`` marks samples on diacritic-sized components: blobs made mostly of them
     are residual and get no line. ``only``: the regions to fit (default all; the lines and
     regions returned are theirs); ``phis``: known frame angles (radians) by region, not
-    searched again (engine.blocks.refine_boundaries moves a few words between blocks);
-    ``block_angles``: by region, the direction (degrees) of its words when it is a block of
-    words across the main text (engine.regions.find_regions), which its frame keeps to;
-    ``sample_axis``: each sample's long word's direction (engine.regions.component_axes), for
-    the page's direction that a region with no evidence for a steep angle keeps
-    (``steep_evidence``, :func:`page_angle`)."""
+    searched again (:func:`region_frames`; engine.blocks.refine_boundaries moves a few words
+    between blocks); ``block_angles``: by region, the direction (degrees) of its words when
+    it is a block of words across the main text (engine.regions.find_regions), which its
+    frame keeps to; ``sample_axis``: each sample's long word's direction
+    (engine.regions.component_axes), for the page's direction that a region with no evidence
+    for a steep angle keeps (``steep_evidence``, :func:`page_angle`); ``known_ink``: by
+    region, its box and ink raster when already made (:func:`region_frames`, for a region
+    whose samples did not change since)."""
     if small is None:
         small = np.zeros(len(samples), bool)
     rot_inv = params.regression == "rotation_invariant"
     if len(samples) == 0:
         return LineSet.empty(rot_inv), ()
-    n_comp = int(components.max())
-    # A component belongs to the region of (one of) its samples; every component has one.
-    comp_region = np.full(n_comp + 1, -1, np.int32)
-    comp_region[sample_component] = sample_region
+    comp_region = _component_regions(components, sample_component, sample_region)
     floor_t, floor_s = line_floors(stats, params)
     scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
     parts: list[LineSet] = []
@@ -708,20 +763,13 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     for r in todo:  # loop over regions (a few), not samples
         members = sample_region == r
         xy = samples[members]
-        x0, y0 = np.floor(xy.min(axis=0)).astype(int)
-        x1, y1 = np.floor(xy.max(axis=0)).astype(int) + 1
-        # Widen the box to the full extent of the region's components.
-        comp_in_region = comp_region == r
-        comp_in_region[0] = False
-        window = components[max(0, y0 - int(stats.h_cc * 4)):y1 + int(stats.h_cc * 4),
-                            max(0, x0 - int(stats.w_cc * 4)):x1 + int(stats.w_cc * 4)]
-        ys, xs = np.nonzero(_members(window, comp_in_region))
-        if len(xs):
-            oy, ox = max(0, y0 - int(stats.h_cc * 4)), max(0, x0 - int(stats.w_cc * 4))
-            x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
-            y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
-        bbox = (int(x0), int(y0), int(x1), int(y1))
-        region_ink = region_mask(components, comp_in_region, bbox, scale)
+        if known_ink is not None and r in known_ink:
+            bbox, region_ink = known_ink[r]
+        else:
+            comp_in_region = comp_region == r
+            comp_in_region[0] = False
+            bbox = _region_box(components, comp_in_region, xy, stats)
+            region_ink = region_mask(components, comp_in_region, bbox, scale)
         report: dict = {}
         if phis is not None and r in phis:
             phi = phis[r]

@@ -110,22 +110,40 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     say("initial lines")
     sample_heights = heights[sample_component]  # (N,) pixels: stage 6's small marks, the fill's letters
     small = sample_heights < params.diacritic_height * stats.h_cc
+    n_regions = int(sample_region.max()) + 1 if len(samples) else 0
+    block_boundaries = params.block_boundaries and n_regions > 1
+    phis = known_ink = None
+    if block_boundaries:
+        # Touching blocks whose frames came out at one angle are one block. The frames are
+        # searched first and the lines fitted once, in the joined blocks (fitting the parts,
+        # then the joined block again, doubled this stage's time on the pages it joins).
+        frames, inks = _initial.region_frames(components, samples, sample_component, sample_region, stats, params,
+                                        block_angles, axes)
+        kept = _blocks.kept_edges(samples, triangles, stats, params)
+        joined = _blocks.merge_parallel_blocks(sample_region, kept, frames, _regions.SPLIT_ANGLE,
+                                               _regions.BLOCK_SAMPLES * params.min_region_samples,
+                                               _regions._FAR_ANGLE, samples, stats.h_cc,
+                                               params.orientation_range, mixed_parts, params.small_parts_frame)
+        old_of_new, changed = np.arange(n_regions), []
+        if joined is not None:
+            sample_region, old_of_new, changed = _blocks.renumber_blocks(sample_region, joined)
+        phis = {k: frames[int(old)].phi for k, old in enumerate(old_of_new)}
+        # The blocks no join changed keep the box and ink raster their frame was searched on.
+        known_ink = {k: (frames[int(old)].bbox, inks[int(old)])
+                     for k, old in enumerate(old_of_new) if k not in changed}
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
-                                            stats, params, small, block_angles=block_angles, sample_axis=axes)
-    if params.block_boundaries and len(regions) > 1:
+                                            stats, params, small, phis=phis, block_angles=block_angles,
+                                            sample_axis=axes, known_ink=known_ink)
+    if block_boundaries:
+        # A frame given for want of evidence stays marked so (engine.model.Region.page_direction).
+        regions = tuple(dataclasses.replace(r, page_direction=frames[int(old_of_new[r.index])].page_direction)
+                        for r in regions)
+
         def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
             return _initial.initial_lines(components, samples, sample_component, region, stats, params,
                                           small, only, phis)
 
-        kept = _blocks.kept_edges(samples, triangles, stats, params)
-        # Touching blocks whose frames came out at one angle are one block; then words at the
-        # junction of two blocks go to the block whose lines run through them.
-        joined = _blocks.merge_parallel_blocks(sample_region, kept, regions, _regions.SPLIT_ANGLE,
-                                               _regions.BLOCK_SAMPLES * params.min_region_samples,
-                                               _regions._FAR_ANGLE, samples, stats.h_cc,
-                                               params.orientation_range, mixed_parts, params.small_parts_frame)
-        if joined is not None:
-            sample_region, lines, regions = _blocks.refit_blocks(sample_region, joined, lines, regions, fit)
+        # Words at the junction of two blocks go to the block whose lines run through them.
         refined = _blocks.refine_boundaries(samples, sample_component, sample_region, kept, small,
                                             lines, regions, stats, params)
         if refined is not None:
