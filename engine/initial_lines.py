@@ -370,11 +370,13 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
 
 
 #: How far (degrees) the frame of a block of words across the main text may turn from its
-#: words' direction (best_orientation's ``around``): half of engine.regions.SPLIT_ANGLE.
+#: words' direction (best_orientation's ``around``): half of STEEP_SPLIT_ANGLE.
 AROUND_BLOCK = 10.0
 
-#: engine.regions.SPLIT_ANGLE (regions imports this module): angles closer than this (degrees)
-#: are one orientation of the text for :func:`steep_supported` and :func:`best_orientation`.
+#: Angles closer than this (degrees) are one orientation of the text for
+#: :func:`steep_supported` and :func:`best_orientation`, and a line keeps within it of its
+#: frame (``frame_lines``). engine.regions.SPLIT_ANGLE was the same 20 until it went to 15
+#: (regions imports this module).
 STEEP_SPLIT_ANGLE = 20.0
 #: A row period is evidence for an angle when the region spans at least this many periods
 #: across the text there (a period needs two rows).

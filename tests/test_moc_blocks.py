@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from synthetic import SyntheticPage, close_angle_columns_page, side_note_page
 
-from engine import blocks, initial_lines
+from engine import blocks, initial_lines, regions
 from engine.metric import contest_metric
 from engine.model import LineSet
 from engine.params import Parameters
@@ -168,12 +168,14 @@ def test_the_window_draws_each_block_with_its_angle_and_pitch(qtbot) -> None:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_columns_at_close_angles_get_lines_at_both(seed: int) -> None:
-    """Two columns at 0 and -20 deg, one text height apart, are one region (too close in
-    angle for the orientation split), and the paper's filter at the region's one angle gives
-    every initial line that angle: the other column's rows are crossed by lines at the
+def test_columns_at_close_angles_get_lines_at_both(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two columns at 0 and -20 deg, one text height apart, are one region when the
+    orientation split needs more than 20 deg (``regions.SPLIT_ANGLE`` before 2026-11-27; at
+    15 they stand apart: the next test), and the paper's filter at the region's one angle
+    gives every initial line that angle: the other column's rows are crossed by lines at the
     frame's angle. With ``oriented_blobs`` (engine.oriented_blobs) the other column's rows
     get initial lines at their own angle (3 of its 9 rows or more). Off by default."""
+    monkeypatch.setattr(regions, "SPLIT_ANGLE", 20.0)
     page, _ = close_angle_columns_page(seed, -20.0, 1.0)
 
     def lines_at(params: Parameters) -> tuple[int, int, int]:
@@ -189,3 +191,23 @@ def test_columns_at_close_angles_get_lines_at_both(seed: int) -> None:
     n_regions, at_0, at_20 = lines_at(Parameters(oriented_blobs=0))
     assert n_regions == 1
     assert min(at_0, at_20) == 0, (at_0, at_20)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_columns_twenty_degrees_apart_stand_apart(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same two columns (0 and -20 deg, one text height apart) are two regions at the
+    default ``SPLIT_ANGLE`` (15 deg), each with lines at its own angle (all 9 rows of each);
+    with the split at 20 deg they are one region whose lines all take one angle (moc-train's
+    blocks 17-21 deg apart stood apart or not by the draw of the samples)."""
+    page, _ = close_angle_columns_page(seed, -20.0, 1.0)
+
+    def lines_at() -> tuple[int, int, int]:
+        prep = prepare(page.image, Parameters())
+        angle = np.degrees(prep.initial_lines.phi + np.arctan(prep.initial_lines.a))
+        return (len(prep.regions), int(np.sum(np.abs(angle) <= 3.0)), int(np.sum(np.abs(angle + 20.0) <= 3.0)))
+
+    assert regions.SPLIT_ANGLE < 20.0
+    assert lines_at() == (2, 9, 9)
+    monkeypatch.setattr(regions, "SPLIT_ANGLE", 20.0)
+    n_regions, at_0, at_20 = lines_at()
+    assert n_regions == 1 and min(at_0, at_20) == 0

@@ -7,7 +7,7 @@ folded into it (moc-train moc_train_10: 902 samples at 43 deg; _19, _5, _4: 589,
 samples at 25-33 deg) and every line of theirs was fitted at the main text's angle. With
 ``small_parts_frame`` such a part stands apart on its line contrast, as a large one does, and
 stays apart when its frame comes out at the angle its line contrast gives (within
-``SPLIT_ANGLE``, 20 deg) and inside the orientation range, not at its edge."""
+``SPLIT_ANGLE``, 15 deg since 2026-11-27) and inside the orientation range, not at its edge."""
 
 from __future__ import annotations
 
