@@ -67,10 +67,15 @@ def region_mask(components: np.ndarray, comp_in_region: np.ndarray, bbox: tuple[
                 scale: float) -> np.ndarray:
     """The region's ink inside ``bbox``, downscaled by ``scale``: float32, fraction of ink."""
     x0, y0, x1, y1 = bbox
-    crop = _members(components[y0:y1, x0:x1], comp_in_region).astype(np.float32)
+    return _downscaled(_members(components[y0:y1, x0:x1], comp_in_region), scale)
+
+
+def _downscaled(member: np.ndarray, scale: float) -> np.ndarray:
+    """A bool mask as float32, downscaled by ``scale`` (area average: fraction of ink)."""
+    crop = member.astype(np.float32)
     if scale < 1.0:
-        return cv2.resize(crop, (max(1, round((x1 - x0) * scale)), max(1, round((y1 - y0) * scale))),
-                          interpolation=cv2.INTER_AREA)
+        h, w = member.shape
+        return cv2.resize(crop, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
     return crop
 
 
@@ -675,19 +680,22 @@ def order_lines(lines: LineSet, region_centre_u: dict[int, float]) -> np.ndarray
     return np.lexsort((across, lines.region))
 
 
-def _region_box(components: np.ndarray, comp_in_region: np.ndarray, xy: np.ndarray,
-                stats: ComponentStats) -> tuple[int, int, int, int]:
-    """Region box ``(x0, y0, x1, y1)`` in pixels: its samples' box ``xy (n, 2)`` widened to the
-    full extent of its components (``comp_in_region (C + 1,)``)."""
+def _region_ink(components: np.ndarray, comp_in_region: np.ndarray, xy: np.ndarray, stats: ComponentStats,
+                scale: float) -> tuple[tuple[int, int, int, int], np.ndarray]:
+    """Region box ``(x0, y0, x1, y1)`` in pixels (its samples' box ``xy (n, 2)`` widened to the
+    full extent of its components, ``comp_in_region (C + 1,)``, within 4 H_cc / W_cc of it)
+    and the region's ink in that box as :func:`region_mask` gives it."""
     x0, y0 = np.floor(xy.min(axis=0)).astype(int)
     x1, y1 = np.floor(xy.max(axis=0)).astype(int) + 1
     oy, ox = max(0, y0 - int(stats.h_cc * 4)), max(0, x0 - int(stats.w_cc * 4))
-    window = components[oy:y1 + int(stats.h_cc * 4), ox:x1 + int(stats.w_cc * 4)]
-    ys, xs = np.nonzero(_members(window, comp_in_region))
-    if len(xs):
-        x0, x1 = min(x0, ox + xs.min()), max(x1, ox + xs.max() + 1)
-        y0, y1 = min(y0, oy + ys.min()), max(y1, oy + ys.max() + 1)
-    return int(x0), int(y0), int(x1), int(y1)
+    member = _members(components[oy:y1 + int(stats.h_cc * 4), ox:x1 + int(stats.w_cc * 4)], comp_in_region)
+    rows, cols = np.flatnonzero(member.any(axis=1)), np.flatnonzero(member.any(axis=0))
+    if len(cols):
+        x0, x1 = min(x0, ox + cols[0]), max(x1, ox + cols[-1] + 1)
+        y0, y1 = min(y0, oy + rows[0]), max(y1, oy + rows[-1] + 1)
+    bbox = int(x0), int(y0), int(x1), int(y1)
+    # The box lies inside the window (the samples' box is): its ink is a crop of the window's.
+    return bbox, _downscaled(member[y0 - oy:y1 - oy, x0 - ox:x1 - ox], scale)
 
 
 def _component_regions(components: np.ndarray, sample_component: np.ndarray,
@@ -719,8 +727,7 @@ def region_frames(components: np.ndarray, samples: np.ndarray, sample_component:
         xy = samples[members]
         comp_in_region = comp_region == r
         comp_in_region[0] = False
-        bbox = _region_box(components, comp_in_region, xy, stats)
-        inks[r] = region_mask(components, comp_in_region, bbox, scale)
+        bbox, inks[r] = _region_ink(components, comp_in_region, xy, stats, scale)
         report: dict = {}
         phi = best_orientation(inks[r], bbox, stats, params, None if block_angles is None else block_angles.get(r),
                                xy, page_deg, report)
@@ -770,8 +777,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
         else:
             comp_in_region = comp_region == r
             comp_in_region[0] = False
-            bbox = _region_box(components, comp_in_region, xy, stats)
-            region_ink = region_mask(components, comp_in_region, bbox, scale)
+            bbox, region_ink = _region_ink(components, comp_in_region, xy, stats, scale)
         report: dict = {}
         if phis is not None and r in phis:
             phi = phis[r]
