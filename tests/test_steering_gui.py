@@ -267,3 +267,49 @@ def test_page_xml_lines_load_anchored_and_the_status_bar_says_so(qtbot: object, 
     assert not window.canvas.initial_anchored.any()
     window.editor.select(0)
     assert window.statusBar().currentMessage().endswith("· locked")
+
+
+def test_the_canvas_draws_the_regions_the_run_works_on(qtbot: object, window: MainWindow, tmp_path: Path) -> None:
+    """Lines loaded locked lead the regions EM runs on (engine.given_regions): during and
+    after that run the region, block and graph layers draw the run's regions and MRF edges,
+    not the page's own; a new run from the page's own lines, and Reset, draw the page's again.
+    The page: synthetic wide_words with the paper's region cut (``row_join`` 0), whose regions
+    cut its rows at the word gaps."""
+    from conftest import FAST
+
+    from engine import initial_io, pipeline
+    from engine.params import Parameters
+    from tlgui.geometry import region_outlines
+
+    page = make_page("wide_words", seed=0)
+    path, gt = tmp_path / "page.png", tmp_path / "gt.png"
+    cv2.imwrite(str(path), page.image)
+    cv2.imwrite(str(gt), page.labels.astype(np.uint16))
+    params = Parameters().replace(**FAST, row_join=0.0)
+    window.param_panel.set_params(params)
+    open_and_prepare(qtbot, window, str(path))
+    window.layer_panel.checks["graph"].setChecked(True)
+    prep, canvas = window.session.prep, window.canvas
+    own_outlines = canvas.geometry.region_segments.copy()
+    assert canvas.run_edges is None
+    # What the engine runs on: the page's regions as the given lines lead them.
+    followed = pipeline.for_lines(prep, initial_io.read_initial_lines(gt, prep, lock=True), prep.params)
+    assert followed is not prep and not np.array_equal(followed.sample_region, prep.sample_region)
+    window.load_initial_lines(str(gt), lock=True)
+    qtbot.waitUntil(lambda: not window.is_busy() and window.edits.lines.locked.all(), timeout=30_000)
+    run_to_end(qtbot, window)
+    assert canvas.run_edges is not None and np.array_equal(canvas.run_edges, followed.edges)
+    assert np.allclose(canvas.geometry.region_segments, region_outlines(followed))
+    assert not np.array_equal(canvas.geometry.region_segments, own_outlines)
+    assert canvas.graph_item.edges.n_graph == len(followed.edges)
+    assert len(canvas.block_texts) == sum(r.n_samples > 0 for r in followed.regions)
+    # Reset: the page's own regions and edges again.
+    window.reset()
+    assert canvas.run_edges is None and np.array_equal(canvas.geometry.region_segments, own_outlines)
+    assert canvas.graph_item.edges.n_graph == len(prep.edges)
+    # A run from the page's own lines draws the page's regions, though the last run's differed.
+    run_to_end(qtbot, window)
+    window.revert_edits()
+    qtbot.waitUntil(lambda: not window.is_busy() and not window.edits.edited, timeout=30_000)
+    run_to_end(qtbot, window)
+    assert canvas.run_edges is None and np.array_equal(canvas.geometry.region_segments, own_outlines)

@@ -37,6 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --screenshot: render the widgets (default), or take the window's "
                              "pixels from the screen (needs a real platform such as xcb)")
     parser.add_argument("--run", action="store_true", help="with --screenshot: run to the end first")
+    parser.add_argument("--initial-lines", metavar="FILE",
+                        help="with --screenshot: start from these lines (File > Load initial lines: a "
+                             "tlseg JSON, PAGE/ALTO XML, label image or .dat)")
+    parser.add_argument("--lock-initial-lines", action="store_true",
+                        help="with --initial-lines: lock every line read from FILE")
     parser.add_argument("--gt", metavar="FILE",
                         help="ground truth to load (label image, .dat, PAGE/ALTO XML)")
     parser.add_argument("--timeout", type=float, default=600.0,
@@ -111,6 +116,10 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
         ok = wait_until(lambda: not window.is_busy() and (window.session.prep is not None
                                                           or window.session.segmentation is not None)
                         or bool(window.banner.error()), args.timeout)
+        if ok and args.initial_lines and window.session.prep is not None:
+            window.load_initial_lines(args.initial_lines, lock=args.lock_initial_lines)
+            ok = wait_until(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines"
+                            or bool(window.banner.error()), args.timeout) and not window.banner.error()
         if ok and args.run and window.session.prep is not None:
             window.run()
             ok = wait_until(lambda: not window.is_busy(), args.timeout)

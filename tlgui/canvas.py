@@ -10,6 +10,7 @@ downsampled with OpenCV (the items are in :mod:`tlgui.items`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,6 +129,10 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.view: pg.ViewBox = self.addViewBox(lockAspect=True, invertY=True, enableMenu=False)
         self.prep: Preparation | None = None
         self.geometry: PrepGeometry | None = None
+        #: The page's own geometry, and the MRF edges ``(E, 2)`` of the current run when
+        #: given lines led its regions away from the page's (None: the page's own edges).
+        self.page_geometry: PrepGeometry | None = None
+        self.run_edges: np.ndarray | None = None
         self.snapshot: Snapshot | None = None
         self.shown_lines: LineSet | None = None
         self.selected = -1
@@ -305,7 +310,8 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         computed from ``prep`` when not given (pass it from the worker: it takes ~100 ms)."""
         geometry = geometry or prep_geometry(prep)
         self.prep = prep
-        self.geometry = geometry
+        self.geometry = self.page_geometry = geometry
+        self.run_edges = None
         self.snapshot = None
         self.shown_lines = None
         if self.page_item.image is None or self.page_item.image.shape != prep.gray.shape:
@@ -313,9 +319,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.prep = prep
         self._different_mask = None  # the graph layer redraws its static edges from geometry
         self._static_edges = None
-        segs = geometry.region_segments
-        self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
-        self.set_blocks(geometry.block_labels, 3.0 * float(prep.stats.h_cc))
+        self._draw_regions()
         filled = getattr(prep, "filled_rows", None)
         filled = np.asarray(() if filled is None else filled, float).reshape(-1, 2, 2)
         self.filled_item.setData(filled[..., 0].ravel(), filled[..., 1].ravel(), connect="pairs")
@@ -329,6 +333,33 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         for name in ("samples", "graph", "ink", "nontext", "posterior"):
             self._update(name)
         self._warm_timer.start()
+
+    @Slot(object, object)
+    def set_run_regions(self, edges: np.ndarray | None, geometry: PrepGeometry | None) -> None:
+        """The regions and MRF edges ``(E, 2)`` the current run's EM works on, when the lines
+        it started from led them away from the page's own (engine.given_regions;
+        ``geometry`` from tlgui.geometry.run_geometry): the region, block and graph layers
+        draw them. ``None, None``: the page's own again (a new run, Reset)."""
+        page = self.page_geometry
+        if self.prep is None or page is None or (geometry is None and self.run_edges is None):
+            return
+        if geometry is None or edges is None:
+            self.geometry, self.run_edges = page, None
+        else:
+            self.geometry = dataclasses.replace(geometry, ink_pyramid=page.ink_pyramid,
+                                                non_text_pyramid=page.non_text_pyramid,
+                                                page_segments=page.page_segments)
+            self.run_edges = edges
+        self._draw_regions()
+        self._static_edges = None  # the graph item takes the new edges
+        self._different_mask = None
+        self._update("graph")
+
+    def _draw_regions(self) -> None:
+        """The region outlines and block labels of :attr:`geometry`."""
+        segs = self.geometry.region_segments
+        self.region_item.setData(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
+        self.set_blocks(self.geometry.block_labels, 3.0 * float(self.prep.stats.h_cc))
 
     def set_blocks(self, labels: tuple[tuple[float, float, float, float, str], ...], half: float) -> None:
         """The blocks layer: per block ``(x, y, dx, dy, text)`` (tlgui.geometry.block_labels),
@@ -475,7 +506,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.graph_item.set_edges(EdgeSegments.empty())
             return
         self._set_static_edges()
-        edges = prep.edges
+        edges = prep.edges if self.run_edges is None else self.run_edges
         if snap is None or len(snap.entropy) != len(prep.samples):
             different = np.zeros(len(edges), dtype=bool)
         else:

@@ -39,7 +39,7 @@ from engine import pipeline
 from engine.model import LineSet, Preparation, Snapshot
 from engine.params import Parameters
 
-from .geometry import label_overlay, prep_geometry
+from .geometry import label_overlay, prep_geometry, run_geometry
 from .messages import (
     PAUSE,
     RUN,
@@ -56,6 +56,7 @@ from .messages import (
     Outputs,
     Prepared,
     Quit,
+    RunRegions,
     SnapshotReady,
     Stage,
     recv_message,
@@ -395,8 +396,12 @@ def run_job(spec: JobSpec, control: ChildControl, emit: Callable[[EngineMessage]
         return
     lines = start_lines(prep, spec.lines, spec.lines_file)
     # Locked or anchored lines lead the regions EM and stage 8 run on (the shown preparation
-    # stays the page's own; region indices and frames are the same).
-    prep = pipeline.for_lines(prep, lines, params)
+    # stays the page's own, which the edits refer to; region indices and frames are the same).
+    # The canvas draws the regions and edges EM works on.
+    followed = pipeline.for_lines(prep, lines, params)
+    if followed is not prep and not spec.quiet:
+        emit(RunRegions(job_id, followed.edges.copy(), run_geometry(followed)))
+    prep = followed
     emit(Stage(job_id, "EM"))
     started = time.perf_counter()
     gen = pipeline.run_em(prep, lines, params=params, per_sweep=True)

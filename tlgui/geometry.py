@@ -7,6 +7,7 @@ cull, the region outlines, the colour overlay of the final labels.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import cv2
@@ -105,11 +106,18 @@ class PrepGeometry:
 
 
 def prep_geometry(prep: Preparation) -> PrepGeometry:
+    non_text = None if prep.non_text is None else ink_pyramid(prep.non_text)
+    return dataclasses.replace(run_geometry(prep), ink_pyramid=ink_pyramid(prep.ink), non_text_pyramid=non_text,
+                               page_segments=page_outline(prep))
+
+
+def run_geometry(prep: Preparation) -> PrepGeometry:
+    """What the canvas draws of the regions and MRF edges of a run's own preparation
+    (engine.pipeline.for_lines): the graph's edges, region outlines and block labels; the ink,
+    non-text and page area are the page's (None here: the canvas keeps its own)."""
     cut = _edge_difference(prep.delaunay_edges, prep.edges)
     edges = EdgeSegments.from_rows(segment_rows(prep.samples, prep.edges), segment_rows(prep.samples, cut))
-    non_text = None if prep.non_text is None else ink_pyramid(prep.non_text)
-    return PrepGeometry(edges, region_outlines(prep), ink_pyramid(prep.ink), non_text,
-                        page_outline(prep), block_labels(prep))
+    return PrepGeometry(edges, region_outlines(prep), block_labels=block_labels(prep))
 
 
 def block_labels(prep: Preparation) -> tuple[tuple[float, float, float, float, str], ...]:

@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from engine.params import Parameters
 
 from .document import DONE, FAILED, NOT_RUN, RUNNING, Document
-from .messages import Done, Failed, Finished, Outputs, Prepared, SnapshotReady, Stage
+from .messages import Done, Failed, Finished, Outputs, Prepared, RunRegions, SnapshotReady, Stage
 from .session import Session
 from .tasks import HandlerTimes
 from .worker import (
@@ -52,6 +52,7 @@ class JobController(QObject):
     stageText = Signal(str)            # the shown page's job is at this stage
     prepared = Signal(object, object)  # Preparation, PrepGeometry of the shown page
     runStarted = Signal()              # an EM run of the shown page starts: its old result goes
+    runRegions = Signal(object, object)  # edges, geometry of the regions the run's EM works on
     finished = Signal(object, object)  # Segmentation, label overlay of the shown page
     failed = Signal(str)               # the shown page's job failed
     backgroundResult = Signal(int, object, object)  # the shown page finished in the background
@@ -257,7 +258,7 @@ class JobController(QObject):
         return self.bg_job is not None and self.bg_job.id == job_id
 
     @Slot(object)
-    def _on_message(self, msg: Stage | Prepared | SnapshotReady | Finished | Failed) -> None:
+    def _on_message(self, msg: Stage | Prepared | RunRegions | SnapshotReady | Finished | Failed) -> None:
         if isinstance(msg, Finished) and self._is_bg(msg.job_id):
             self._bg_result = (msg.seg, msg.overlay)
         elif isinstance(msg, Failed) and self._is_bg(msg.job_id):
@@ -270,6 +271,8 @@ class JobController(QObject):
             self.job.prep = msg.prep
             with self.times.timed("prepared"):
                 self.prepared.emit(msg.prep, msg.geometry)
+        elif isinstance(msg, RunRegions):
+            self.runRegions.emit(msg.edges, msg.geometry)
         elif isinstance(msg, SnapshotReady):
             follow = self.session.current < 0 or self.session.at_end()
             self.session.add_snapshot(msg.snap, follow=follow)

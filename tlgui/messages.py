@@ -8,7 +8,7 @@ into a fresh array by ``os.readv`` (see :func:`recv_buffer`), so the reader thre
 time in ``readv`` (GIL released), not in copies.  This module never imports Qt.
 
 Parent -> child: :class:`JobSpec`, :class:`ModeChange`, :class:`Cancel`, :class:`Quit`.
-Child -> parent: :class:`Stage`, :class:`Prepared`, :class:`SnapshotReady`, :class:`Finished`,
+Child -> parent: :class:`Stage`, :class:`Prepared`, :class:`RunRegions`, :class:`SnapshotReady`, :class:`Finished`,
 :class:`Failed`, then always :class:`Done`.
 """
 
@@ -108,6 +108,17 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class RunRegions:
+    """The regions and MRF edges a run's EM works on, sent when the lines it starts from led
+    them away from the page's own (engine.given_regions): the edges ``(E, 2)`` (sample
+    indices) and what the canvas draws of them (:func:`tlgui.geometry.run_geometry`)."""
+
+    job_id: int
+    edges: np.ndarray
+    geometry: Any
+
+
+@dataclass(frozen=True)
 class SnapshotReady:
     """One EM snapshot, with the engine's control mode after it (it pauses itself after a
     step) and the sequence number of the last mode change it had seen."""
@@ -142,7 +153,7 @@ class Done:
 
 
 #: The messages the engine process sends while a job runs (all but :class:`Done`).
-EngineMessage = Stage | Prepared | SnapshotReady | Finished | Failed
+EngineMessage = Stage | Prepared | RunRegions | SnapshotReady | Finished | Failed
 
 
 # ================================================================ the pipe

@@ -223,6 +223,7 @@ class MainWindow(QMainWindow):
         jobs.stageText.connect(self._set_stage)
         jobs.prepared.connect(self._show_prepared)
         jobs.runStarted.connect(self._on_run_started)
+        jobs.runRegions.connect(self.canvas.set_run_regions)
         jobs.finished.connect(self._show_finished)
         jobs.failed.connect(lambda message: self.banner.show_message(f"The engine failed: {message}"))
         jobs.backgroundResult.connect(self._show_background_result)
@@ -513,6 +514,7 @@ class MainWindow(QMainWindow):
         self.canvas.set_labels(None)
         self.canvas.set_mismatch(None)
         self.canvas.show_snapshot(None)
+        self.canvas.set_run_regions(None, None)
         self._set_stage("ready" if self.session.prep is not None else "page")
         self.jobs.prepare()  # a page shown from its saved result: its initial lines now
 
@@ -535,6 +537,7 @@ class MainWindow(QMainWindow):
     def _on_run_started(self) -> None:
         self.canvas.set_labels(None)
         self.canvas.set_mismatch(None)
+        self.canvas.set_run_regions(None, None)  # the run's own, if they differ, follow
 
     def _show_finished(self, seg: Any, rgba: Any) -> None:
         self.canvas.set_labels(rgba)
