@@ -7,13 +7,14 @@ boundaries that follow the blocks' lines (``block_boundaries``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from functools import cache
 
 import numpy as np
 import pytest
-from synthetic import SyntheticPage, close_angle_columns_page, side_note_page
+from synthetic import SyntheticPage, close_angle_columns_page, make_page, side_note_page
 
 from engine import blocks, initial_lines, regions
 from engine.metric import contest_metric
@@ -211,3 +212,35 @@ def test_columns_twenty_degrees_apart_stand_apart(seed: int, monkeypatch: pytest
     monkeypatch.setattr(regions, "SPLIT_ANGLE", 20.0)
     n_regions, at_0, at_20 = lines_at()
     assert n_regions == 1 and min(at_0, at_20) == 0
+
+
+def test_frames_first_then_one_fit_gives_the_lines_of_a_plain_fit() -> None:
+    """Stage 6 searches every block's frame first (``initial_lines.region_frames``), joins
+    blocks on those frames, then fits each block once with its frame given and its box and ink
+    raster reused (``known_ink``): on a page of several regions, that gives the regions and
+    lines of a plain ``initial_lines`` call, and each reused raster is ``region_mask``'s."""
+    from engine import pipeline
+    from engine.params import Parameters
+
+    page = make_page("two_orientations", seed=0)
+    prep = pipeline.prepare(page.image, Parameters(block_boundaries=False))
+    assert len(prep.regions) > 1
+    args = (prep.components, prep.samples, prep.sample_component, prep.sample_region, prep.stats, prep.params)
+    small = prep.component_heights[prep.sample_component] < prep.params.diacritic_height * prep.stats.h_cc
+    plain_lines, plain_regions = initial_lines.initial_lines(*args, small)
+    frames, inks = initial_lines.region_frames(*args)
+    assert [(r.index, r.phi, r.bbox, r.n_samples) for r in frames] == [
+        (r.index, r.phi, r.bbox, r.n_samples) for r in plain_regions]
+    scale = min(1.0, initial_lines._TARGET_HCC / max(prep.stats.h_cc, 1.0))
+    comp_region = np.full(int(prep.components.max()) + 1, -1)
+    comp_region[prep.sample_component] = prep.sample_region
+    for r in frames:
+        member = comp_region == r.index
+        member[0] = False
+        assert np.array_equal(inks[r.index], initial_lines.region_mask(prep.components, member, r.bbox, scale))
+    lines, regions = initial_lines.initial_lines(
+        *args, small, phis={r.index: r.phi for r in frames},
+        known_ink={r.index: (r.bbox, inks[r.index]) for r in frames})
+    assert regions == tuple(dataclasses.replace(r, page_direction=False) for r in plain_regions)
+    for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region"):
+        assert np.array_equal(getattr(lines, name), getattr(plain_lines, name)), name
