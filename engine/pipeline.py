@@ -117,8 +117,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         # Touching blocks whose frames came out at one angle are one block. The frames are
         # searched first and the lines fitted once, in the joined blocks (fitting the parts,
         # then the joined block again, doubled this stage's time on the pages it joins).
-        frames, inks = _initial.region_frames(components, samples, sample_component, sample_region, stats, params,
-                                        block_angles, axes)
+        frames, inks = _initial.region_frames(components, samples, sample_component, sample_region, stats,
+                                              params, block_angles, axes)
         kept = _blocks.kept_edges(samples, triangles, stats, params)
         joined = _blocks.merge_parallel_blocks(sample_region, kept, frames, _regions.SPLIT_ANGLE,
                                                _regions.BLOCK_SAMPLES * params.min_region_samples,
