@@ -313,3 +313,17 @@ def test_the_canvas_draws_the_regions_the_run_works_on(qtbot: object, window: Ma
     qtbot.waitUntil(lambda: not window.is_busy() and not window.edits.edited, timeout=30_000)
     run_to_end(qtbot, window)
     assert canvas.run_edges is None and np.array_equal(canvas.geometry.region_segments, own_outlines)
+
+
+def test_initial_lines_asked_for_before_the_page_is_prepared_load_once_it_is(qtbot: object,
+                                                                            window: MainWindow) -> None:
+    """``tlgui PAGE --initial-lines FILE --lock-initial-lines`` asks for the lines right after
+    opening the page, before its preparation: they load, locked, once the page is prepared."""
+    xml = SAMPLE.with_suffix(".xml")
+    n_gt = xml.read_text(encoding="utf-8").count("<TextLine") or xml.read_text(encoding="utf-8").count(":TextLine")
+    window.open_page(str(SAMPLE))
+    assert window.session.prep is None
+    window.load_initial_lines(str(xml), lock=True, when_prepared=True)
+    qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy()
+                    and window.undo.undoText() == "load initial lines", timeout=60_000)
+    assert len(window.edits.lines) == n_gt > 10 and window.edits.lines.locked.all()

@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "pixels from the screen (needs a real platform such as xcb)")
     parser.add_argument("--run", action="store_true", help="with --screenshot: run to the end first")
     parser.add_argument("--initial-lines", metavar="FILE",
-                        help="with --screenshot: start from these lines (File > Load initial lines: a "
-                             "tlseg JSON, PAGE/ALTO XML, label image or .dat)")
+                        help="start from these lines, loaded once the page is prepared (File > Load "
+                             "initial lines: a tlseg JSON, PAGE/ALTO XML, label image or .dat)")
     parser.add_argument("--lock-initial-lines", action="store_true",
                         help="with --initial-lines: lock every line read from FILE")
     parser.add_argument("--gt", metavar="FILE",
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     window.open_paths(args.page)
     if not args.screenshot:
+        if args.initial_lines:
+            window.load_initial_lines(args.initial_lines, args.lock_initial_lines, when_prepared=True)
         code = app.exec()
         window.shutdown()
         return code

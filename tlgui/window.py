@@ -154,6 +154,8 @@ class MainWindow(QMainWindow):
         self.pages = PageController(self.session, self.document, self.jobs, self.tasks)
         self.pages.order = self.page_list.order
         self.truth = GroundTruthController(self.session, self.tasks, self.gt_panel, self.gt_list, self.canvas)
+        #: Initial lines to load once the page (path) is prepared: (page, file, lock).
+        self._pending_lines: tuple[str | None, str, bool] | None = None
         self.exports = ExportController(self.tasks, self.canvas, self._export_source, self._export_folder, self)
         self.presenter = SnapshotPresenter(self.session, self.edits, self.editor, self.canvas, self.controls,
                                            self.line_table, self.lines_title, self.plots, self.status, self.times,
@@ -519,6 +521,12 @@ class MainWindow(QMainWindow):
         self.jobs.prepare()  # a page shown from its saved result: its initial lines now
 
     def _show_prepared(self, prep: Any, geometry: Any) -> None:
+        self._show_prepared_page(prep, geometry)
+        pending, self._pending_lines = self._pending_lines, None
+        if pending is not None and pending[0] in (None, self.session.path):
+            self.edit.load(pending[1], pending[2])
+
+    def _show_prepared_page(self, prep: Any, geometry: Any) -> None:
         # A result shown before the page was prepared (saved, or run in the background) stays.
         keep = self.session.segmentation is not None and not self.session.snapshots
         self.session.set_prepared(prep, keep_result=keep)
@@ -603,7 +611,12 @@ class MainWindow(QMainWindow):
     def save_edits(self, path: str) -> None:
         self.edit.save(path)
 
-    def load_initial_lines(self, path: str, lock: bool = False) -> None:
+    def load_initial_lines(self, path: str, lock: bool = False, when_prepared: bool = False) -> None:
+        """File ▸ Load initial lines. ``when_prepared``: the shown page is not prepared yet (it
+        was just opened: ``tlgui PAGE --initial-lines FILE``), so load once it is."""
+        if when_prepared and self.session.prep is None:
+            self._pending_lines = (self.session.path, path, lock)
+            return
         self.edit.load(path, lock)
 
     def revert_edits(self) -> None:
