@@ -707,6 +707,24 @@ def _component_regions(components: np.ndarray, sample_component: np.ndarray,
     return comp_region
 
 
+def _region_frame(components: np.ndarray, comp_region: np.ndarray, r: int, xy: np.ndarray, stats: ComponentStats,
+                  params: Parameters, scale: float, page_deg: float | None,
+                  block_angles: dict[int, float] | None = None, phi: float | None = None
+                  ) -> tuple[Region, np.ndarray]:
+    """Region ``r`` (its samples ``xy (n, 2)``; ``comp_region`` from :func:`_component_regions`)
+    with its box and frame angle, and its ink raster (:func:`_region_ink`); the frame is
+    searched (:func:`best_orientation`) unless ``phi`` (radians) is given."""
+    comp_in_region = comp_region == r
+    comp_in_region[0] = False
+    bbox, ink = _region_ink(components, comp_in_region, xy, stats, scale)
+    report: dict = {}
+    if phi is None:
+        phi = best_orientation(ink, bbox, stats, params, None if block_angles is None else block_angles.get(r),
+                               xy, page_deg, report)
+    return Region(index=r, phi=phi, bbox=bbox, n_samples=len(xy),
+                  page_direction=bool(report.get("page_direction", False))), ink
+
+
 def region_frames(components: np.ndarray, samples: np.ndarray, sample_component: np.ndarray,
                   sample_region: np.ndarray, stats: ComponentStats, params: Parameters,
                   block_angles: dict[int, float] | None = None,
@@ -715,7 +733,7 @@ def region_frames(components: np.ndarray, samples: np.ndarray, sample_component:
     engine.blocks.merge_parallel_blocks reads, so that blocks it joins have their lines
     fitted once, in the joined block (:func:`initial_lines` with their angles as ``phis``);
     and each region's ink raster (:func:`region_mask`), by region, for :func:`initial_lines`'s
-    ``known_ink``. Arguments as :func:`initial_lines`'s."""
+    ``known``. Arguments as :func:`initial_lines`'s."""
     if len(samples) == 0:
         return (), {}
     comp_region = _component_regions(components, sample_component, sample_region)
@@ -723,16 +741,9 @@ def region_frames(components: np.ndarray, samples: np.ndarray, sample_component:
     page_deg = page_angle(sample_axis) if params.steep_evidence > 0 and params.steep_regions else None
     regions, inks = [], {}
     for r in range(int(sample_region.max()) + 1):  # a few regions
-        members = sample_region == r
-        xy = samples[members]
-        comp_in_region = comp_region == r
-        comp_in_region[0] = False
-        bbox, inks[r] = _region_ink(components, comp_in_region, xy, stats, scale)
-        report: dict = {}
-        phi = best_orientation(inks[r], bbox, stats, params, None if block_angles is None else block_angles.get(r),
-                               xy, page_deg, report)
-        regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum()),
-                              page_direction=bool(report.get("page_direction", False))))
+        region, inks[r] = _region_frame(components, comp_region, r, samples[sample_region == r], stats, params,
+                                        scale, page_deg, block_angles)
+        regions.append(region)
     return tuple(regions), inks
 
 
@@ -741,7 +752,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
                   small: np.ndarray | None = None, only: np.ndarray | None = None,
                   phis: dict[int, float] | None = None, block_angles: dict[int, float] | None = None,
                   sample_axis: np.ndarray | None = None,
-                  known_ink: dict[int, tuple[tuple[int, int, int, int], np.ndarray]] | None = None,
+                  known: dict[int, tuple[Region, np.ndarray]] | None = None,
                   ) -> tuple[LineSet, tuple[Region, ...]]:
     """Initial lines of every region and the regions (with their frame angle and box).
     ``small (N,)`` marks samples on diacritic-sized components: blobs made mostly of them
@@ -752,9 +763,9 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     it is a block of words across the main text (engine.regions.find_regions), which its
     frame keeps to; ``sample_axis``: each sample's long word's direction
     (engine.regions.component_axes), for the page's direction that a region with no evidence
-    for a steep angle keeps (``steep_evidence``, :func:`page_angle`); ``known_ink``: by
-    region, its box and ink raster when already made (:func:`region_frames`, for a region
-    whose samples did not change since)."""
+    for a steep angle keeps (``steep_evidence``, :func:`page_angle`); ``known``: by region,
+    the region (box, frame) and its ink raster when already made (:func:`region_frames`, for
+    a region whose samples did not change since)."""
     if small is None:
         small = np.zeros(len(samples), bool)
     rot_inv = params.regression == "rotation_invariant"
@@ -772,20 +783,13 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     for r in todo:  # loop over regions (a few), not samples
         members = sample_region == r
         xy = samples[members]
-        if known_ink is not None and r in known_ink:
-            bbox, region_ink = known_ink[r]
+        if known is not None and r in known:
+            region, region_ink = known[r]
         else:
-            comp_in_region = comp_region == r
-            comp_in_region[0] = False
-            bbox, region_ink = _region_ink(components, comp_in_region, xy, stats, scale)
-        report: dict = {}
-        if phis is not None and r in phis:
-            phi = phis[r]
-        else:
-            phi = best_orientation(region_ink, bbox, stats, params,
-                                   None if block_angles is None else block_angles.get(r), xy, page_deg, report)
-        regions.append(Region(index=r, phi=phi, bbox=bbox, n_samples=int(members.sum()),
-                              page_direction=bool(report.get("page_direction", False))))
+            region, region_ink = _region_frame(components, comp_region, r, xy, stats, params, scale, page_deg,
+                                               block_angles, None if phis is None else phis.get(r))
+        regions.append(region)
+        bbox, phi = region.bbox, region.phi
         scale_u = blob_scale_u(stats, scale)
         raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
         blob_stats = (replace(stats, h_cc=line_height(raster, stats, scale, params.t_o))

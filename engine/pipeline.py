@@ -112,7 +112,7 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
     small = sample_heights < params.diacritic_height * stats.h_cc
     n_regions = int(sample_region.max()) + 1 if len(samples) else 0
     block_boundaries = params.block_boundaries and n_regions > 1
-    phis = known_ink = None
+    phis = known = None
     if block_boundaries:
         # Touching blocks whose frames came out at one angle are one block. The frames are
         # searched first and the lines fitted once, in the joined blocks (fitting the parts,
@@ -127,18 +127,15 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         old_of_new, changed = np.arange(n_regions), []
         if joined is not None:
             sample_region, old_of_new, changed = _blocks.renumber_blocks(sample_region, joined)
-        phis = {k: frames[int(old)].phi for k, old in enumerate(old_of_new)}
-        # The blocks no join changed keep the box and ink raster their frame was searched on.
-        known_ink = {k: (frames[int(old)].bbox, inks[int(old)])
-                     for k, old in enumerate(old_of_new) if k not in changed}
+        # A joined block keeps the frame of the part that held most of its samples; the blocks
+        # no join changed keep their frame, box and ink raster.
+        phis = {k: frames[int(old_of_new[k])].phi for k in changed}
+        known = {k: (dataclasses.replace(frames[int(old)], index=k), inks[int(old)])
+                 for k, old in enumerate(old_of_new) if k not in changed}
     lines, regions = _initial.initial_lines(components, samples, sample_component, sample_region,
                                             stats, params, small, phis=phis, block_angles=block_angles,
-                                            sample_axis=axes, known_ink=known_ink)
+                                            sample_axis=axes, known=known)
     if block_boundaries:
-        # A frame given for want of evidence stays marked so (engine.model.Region.page_direction).
-        regions = tuple(dataclasses.replace(r, page_direction=frames[int(old_of_new[r.index])].page_direction)
-                        for r in regions)
-
         def fit(region: np.ndarray, only: np.ndarray, phis: dict[int, float]) -> Any:
             return _initial.initial_lines(components, samples, sample_component, region, stats, params,
                                           small, only, phis)

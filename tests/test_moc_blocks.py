@@ -217,7 +217,7 @@ def test_columns_twenty_degrees_apart_stand_apart(seed: int, monkeypatch: pytest
 def test_frames_first_then_one_fit_gives_the_lines_of_a_plain_fit() -> None:
     """Stage 6 searches every block's frame first (``initial_lines.region_frames``), joins
     blocks on those frames, then fits each block once with its frame given and its box and ink
-    raster reused (``known_ink``): on a page of several regions, that gives the regions and
+    raster reused (``known``): on a page of several regions, that gives the regions and
     lines of a plain ``initial_lines`` call, and each reused raster is ``region_mask``'s."""
     from engine import pipeline
     from engine.params import Parameters
@@ -238,9 +238,16 @@ def test_frames_first_then_one_fit_gives_the_lines_of_a_plain_fit() -> None:
         member = comp_region == r.index
         member[0] = False
         assert np.array_equal(inks[r.index], initial_lines.region_mask(prep.components, member, r.bbox, scale))
-    lines, regions = initial_lines.initial_lines(
-        *args, small, phis={r.index: r.phi for r in frames},
-        known_ink={r.index: (r.bbox, inks[r.index]) for r in frames})
-    assert regions == tuple(dataclasses.replace(r, page_direction=False) for r in plain_regions)
+    lines, regions = initial_lines.initial_lines(*args, small, known={r.index: (r, inks[r.index]) for r in frames})
+    assert regions == plain_regions
+    # A frame given (a joined block's), box and raster made again: the same lines too.
+    lines_phi, regions_phi = initial_lines.initial_lines(*args, small, phis={r.index: r.phi for r in frames})
+    assert regions_phi == tuple(dataclasses.replace(r, page_direction=False) for r in plain_regions)
     for name in ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region"):
         assert np.array_equal(getattr(lines, name), getattr(plain_lines, name)), name
+        assert np.array_equal(getattr(lines_phi, name), getattr(plain_lines, name)), name
+    # A given frame is kept, not searched again (a joined block keeps its largest part's).
+    turned = frames[0].phi + 0.2
+    lines_turned, regions_turned = initial_lines.initial_lines(*args, small, phis={0: turned})
+    assert regions_turned[0].phi == turned and np.all(lines_turned.phi[lines_turned.region == 0] == turned)
+    assert regions_turned[1:] == plain_regions[1:]

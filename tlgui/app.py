@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         window.resize(w, h)
     window.show()
     window.open_paths(args.page)
+    if args.initial_lines:
+        window.load_initial_lines(args.initial_lines, args.lock_initial_lines, when_prepared=True)
     if not args.screenshot:
-        if args.initial_lines:
-            window.load_initial_lines(args.initial_lines, args.lock_initial_lines, when_prepared=True)
         code = app.exec()
         window.shutdown()
         return code
@@ -119,7 +119,6 @@ def screenshot(app: object, window: object, args: argparse.Namespace) -> int:
                                                           or window.session.segmentation is not None)
                         or bool(window.banner.error()), args.timeout)
         if ok and args.initial_lines and window.session.prep is not None:
-            window.load_initial_lines(args.initial_lines, lock=args.lock_initial_lines)
             ok = wait_until(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines"
                             or bool(window.banner.error()), args.timeout) and not window.banner.error()
         if ok and args.run and window.session.prep is not None:

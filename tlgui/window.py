@@ -521,12 +521,6 @@ class MainWindow(QMainWindow):
         self.jobs.prepare()  # a page shown from its saved result: its initial lines now
 
     def _show_prepared(self, prep: Any, geometry: Any) -> None:
-        self._show_prepared_page(prep, geometry)
-        pending, self._pending_lines = self._pending_lines, None
-        if pending is not None and pending[0] in (None, self.session.path):
-            self.edit.load(pending[1], pending[2])
-
-    def _show_prepared_page(self, prep: Any, geometry: Any) -> None:
         # A result shown before the page was prepared (saved, or run in the background) stays.
         keep = self.session.segmentation is not None and not self.session.snapshots
         self.session.set_prepared(prep, keep_result=keep)
@@ -541,6 +535,9 @@ class MainWindow(QMainWindow):
             self.truth.redraw()
         shown = f" (the result shown: {len(self.session.segmentation.lines)} lines)" if keep else ""
         self._set_stage("prepared" + shown)
+        pending, self._pending_lines = self._pending_lines, None
+        if pending is not None and pending[0] in (None, self.session.path):
+            self.edit.load(pending[1], pending[2])  # tlgui PAGE --initial-lines FILE
 
     def _on_run_started(self) -> None:
         self.canvas.set_labels(None)
