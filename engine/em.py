@@ -341,49 +341,105 @@ def _within(st: _Region, lines: LineSet, trim: float) -> np.ndarray:
 @dataclass(frozen=True)
 class Anchors:
     """Where a file put each anchored line (``LineSet.anchored``, not locked) at the start of
-    EM: ``index`` ``(k,)`` the lines, ``u`` ``(k, 2)`` the along position of their two ends
-    and ``v`` ``(k, 2)`` their across position there (region frame, pixels); ``reach`` and
-    ``sigma_t`` (pixels): how far across an end may move, the largest spread."""
+    EM: ``index`` ``(k,)`` the lines, ``u`` ``(k, 2)`` and ``v`` ``(k, 2)`` the region-frame
+    position of their two ends (pixels); ``reach`` ``(k,)`` how far across an end may move and
+    ``sigma_t`` ``(k,)`` the largest spread (pixels, inf: no bound); ``extent``: whether a
+    line keeps the extent along the text the file gave it."""
 
     index: np.ndarray
     u: np.ndarray
     v: np.ndarray
-    reach: float
-    sigma_t: float
+    reach: np.ndarray
+    sigma_t: np.ndarray
+    extent: bool = False
+
+
+def given_line_gaps(lines: LineSet, index: np.ndarray) -> np.ndarray:
+    """Across distance (pixels) from each line of ``index`` ``(k,)`` to the nearest other given
+    line (locked or anchored) of its region whose extent along the text overlaps its own,
+    measured midway along the overlap; inf where there is none. ``(k,)``"""
+    given = np.flatnonzero(lines.anchored | lines.locked)
+    out = np.full(len(index), np.inf)
+    if len(given) < 2:
+        return out
+    ends = lines.segments()
+    for n, k in enumerate(index):  # given lines: a few dozen
+        others = given[(given != k) & (lines.region[given] == lines.region[k])]
+        if len(others) == 0:
+            continue
+        phi = lines.phi[k]
+        u_k = to_region_frame(ends[k], phi)[:, 0]
+        u_o = to_region_frame(ends[others].reshape(-1, 2), phi)[:, 0].reshape(-1, 2)
+        lo = np.maximum(u_k.min(), u_o.min(axis=1))
+        hi = np.minimum(u_k.max(), u_o.max(axis=1))
+        overlap = hi > lo
+        if overlap.any():
+            mid = (lo + hi)[overlap] / 2.0
+            across = (lines.a[others[overlap]] - lines.a[k]) * mid + lines.b[others[overlap]] - lines.b[k]
+            out[n] = float(np.abs(across).min())
+    return out
 
 
 def anchors_of(lines: LineSet, h_cc: float, params: Parameters) -> Anchors | None:
     """The anchors of ``lines`` (:class:`Anchors`), None when no line is anchored or
-    ``anchor_reach`` and ``anchor_sigma_t`` are both 0."""
+    ``anchor_reach``, ``anchor_sigma_t`` and ``anchor_gap`` are all 0 and ``anchor_extent``
+    is off."""
     index = np.flatnonzero(lines.anchored & ~lines.locked)
-    if len(index) == 0 or (params.anchor_reach <= 0 and params.anchor_sigma_t <= 0):
+    if len(index) == 0 or (params.anchor_reach <= 0 and params.anchor_sigma_t <= 0
+                           and params.anchor_gap <= 0 and not params.anchor_extent):
         return None
     sub = lines.take(index)
     uv = to_region_frame(sub.segments(), sub.phi[:, None])  # (k, 2 ends, 2)
-    reach = params.anchor_reach * h_cc if params.anchor_reach > 0 else np.inf
+    reach = np.full(len(index), params.anchor_reach * h_cc if params.anchor_reach > 0 else np.inf)
     # Never under the M-step's own floor: the cap bounds a spread, it does not set one.
-    cap = max(params.anchor_sigma_t, params.sigma_t_floor) * h_cc if params.anchor_sigma_t > 0 else np.inf
-    return Anchors(index, uv[..., 0], uv[..., 1], reach, cap)
+    floor = params.sigma_t_floor * h_cc
+    cap = np.full(len(index), max(params.anchor_sigma_t * h_cc, floor) if params.anchor_sigma_t > 0 else np.inf)
+    if params.anchor_gap > 0:
+        # The file's own line spacing, where H_cc is a poor proxy (drafts whose crossings-out
+        # inflate it, insertions half a row above their row): each end moves at most this
+        # share of the distance to the nearest given neighbour, and the band (+-sigma_t) ends
+        # at most twice as far, so two neighbours never share a row.
+        gap = given_line_gaps(lines, index)
+        reach = np.minimum(reach, params.anchor_gap * gap)
+        cap = np.minimum(cap, np.maximum(2.0 * params.anchor_gap * gap, floor))
+    return Anchors(index, uv[..., 0], uv[..., 1], reach, cap, params.anchor_extent)
 
 
-def keep_anchored(a: np.ndarray, b: np.ndarray, sigma_t: np.ndarray, anchors: Anchors | None) -> None:
+def keep_anchored(a: np.ndarray, b: np.ndarray, sigma_t: np.ndarray, anchors: Anchors | None,
+                  c: np.ndarray | None = None, sigma_s: np.ndarray | None = None,
+                  rotation_invariant: bool = True) -> None:
     """Bound, in place, the anchored lines of ``a``, ``b``, ``sigma_t`` ``(L,)`` to their
     anchors: each end of the line ``v = a u + b`` is moved across to within ``reach`` of where
     the file put it (the nearest line with both ends so: the bound is per end, the line through
-    the two bounded ends), and sigma_t is capped. A line the fit left inside keeps its fit."""
+    the two bounded ends), and sigma_t is capped. A line the fit left inside keeps its fit.
+    With ``anchors.extent``, ``c`` and ``sigma_s`` ``(L,)`` are set to the extent between the
+    file's two ends as seen along the bounded line (``rotation_invariant``: the along
+    coordinate is the projection on the line, else ``u``)."""
     if anchors is None:
         return
     k, u = anchors.index, anchors.u
+    reach = np.asarray(anchors.reach, dtype=np.float64).reshape(-1, 1)
     off = a[k, None] * u + b[k, None] - anchors.v  # (k, 2) across offsets of the two ends
-    if np.isfinite(anchors.reach):
-        end_v = anchors.v + np.clip(off, -anchors.reach, anchors.reach)
+    if np.isfinite(reach).any():
+        end_v = anchors.v + np.clip(off, -reach, reach)
         du = u[:, 1] - u[:, 0]
-        moved = np.any(np.abs(off) > anchors.reach, axis=1) & (np.abs(du) > 1e-9)
+        moved = np.any(np.abs(off) > reach, axis=1) & (np.abs(du) > 1e-9)
         safe = np.where(moved, du, 1.0)
         a_new = (end_v[:, 1] - end_v[:, 0]) / safe
         a[k[moved]] = a_new[moved]
         b[k[moved]] = (end_v[:, 0] - a_new * u[:, 0])[moved]
     sigma_t[k] = np.minimum(sigma_t[k], anchors.sigma_t)
+    if anchors.extent and c is not None and sigma_s is not None:
+        # The file says where the line starts and ends: a short line (an insertion above its
+        # row, a margin note) that grew along the text took its row's words from the line
+        # the row is.
+        if rotation_invariant:
+            s = (u + a[k, None] * anchors.v) / np.sqrt(1.0 + a[k, None] ** 2)
+        else:
+            s = u
+        lo, hi = s.min(axis=1), s.max(axis=1)
+        c[k] = (lo + hi) / 2.0
+        sigma_s[k] = np.maximum((hi - lo) / 4.0, 1e-3)  # the ends are c +- 2 sigma_s
 
 
 def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Parameters,
@@ -423,7 +479,7 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
             g = st.lines[fixed]
             a[g], b[g], c[g] = lines.a[g], lines.b[g], lines.c[g]
             st_[g], ss_[g] = lines.sigma_t[g], lines.sigma_s[g]
-    keep_anchored(a, b, st_, anchors)
+    keep_anchored(a, b, st_, anchors, c, ss_, rot_inv)
     return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked, lines.anchored)
 
 

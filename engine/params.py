@@ -85,6 +85,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "m_step_trim": (0.0, 100.0, True, True),
     "anchor_reach": (0.0, 100.0, True, True),
     "anchor_sigma_t": (0.0, 100.0, True, True),
+    "anchor_gap": (0.0, 0.5, True, True),
     "given_regions": (0.0, 100.0, True, True),
     "sigma_s_floor": (0.01, 100.0, True, True),
     "candidate_nats": (1.0, 1e4, True, True),
@@ -450,6 +451,23 @@ class Parameters:
     #: -> 69.0 / 94.2 (docs/history.md): only given lines are anchored. Not in the paper.
     anchor_reach: float = 0.5
     anchor_sigma_t: float = 0.75
+    #: ... and within the file's own line spacing, where H_cc is a poor proxy for it (drafts
+    #: whose crossings-out inflate H_cc: cremma20 10_c71ca 137 px for rows ~100 px apart;
+    #: insertions half a row above their row): each end moves at most anchor_gap x the across
+    #: distance to the nearest other given line that overlaps it along the text, and its
+    #: sigma_t is at most twice that (its band ends halfway to the neighbour), so two given
+    #: neighbours never share a row. 0 = H_cc's bounds alone. Not in the paper.
+    anchor_gap: float = 0.25
+    #: An anchored line keeps the extent along the text the file gave it (its ends where the
+    #: file put them, seen along the line as refined): a short given line (an insertion, a
+    #: margin note, a row's half) that grew along the text took the words of the row beside
+    #: it, and lost its own to the line that row is (cremma20 12_dbc9b, moc-train). Off = the
+    #: M-step's extent. Not in the paper.
+    anchor_extent: bool = True
+    #: Stage 8 never removes an anchored line (surplus, diacritic or ownerless) nor merges two
+    #: given lines (anchored or locked) into one: the file said there are two lines there.
+    #: (A free line of EM's own still merges into a given one.) Not in the paper.
+    anchor_keep: bool = True
     #: A run started from given lines (locked, or anchored: ``LineSet.locked``/``anchored``)
     #: has its regions follow them: a word whose samples mostly lie within given_regions x
     #: sigma_t across a given line (the nearest given line whose extent covers them) goes to
@@ -848,6 +866,14 @@ PAPER: dict[str, PaperValue] = {
     "anchor_sigma_t": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
                                  "a given line's band widened over ink the file does not "
                                  "annotate until the line left its row."),
+    "anchor_gap": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
+                             "given lines closer than H_cc suggests (insertions, drafts with a "
+                             "large H_cc) shared their rows."),
+    "anchor_extent": PaperValue(False, "absent (EM starts from the blobs' lines only)",
+                                "a short given line grew along the text over the row beside it."),
+    "anchor_keep": PaperValue(False, "absent (EM starts from the blobs' lines only)",
+                              "stage 8 removed or merged lines the file gave (insertions, rows "
+                              "EM left with little ink)."),
     "given_regions": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
                                 "a given line got only the samples of its row within the region holding "
                                 "its midpoint; the rest of its row, in another region, went to other lines."),

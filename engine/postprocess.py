@@ -40,6 +40,12 @@ NON_TEXT_REACH = 1.0
 NON_TEXT_BEYOND = 4.0
 
 
+def given_lines(lines: LineSet, params: Parameters) -> np.ndarray:
+    """Boolean ``(L,)``: the lines stage 8 never removes nor merges with one another: the
+    locked ones and, with ``anchor_keep``, those a file gave (anchored)."""
+    return lines.locked | lines.anchored if params.anchor_keep else lines.locked.copy()
+
+
 def surviving_lines(snapshot: Snapshot, epsilon: float) -> np.ndarray:
     """Boolean ``(L,)``: lines with prior >= epsilon that are some sample's best line."""
     lines = snapshot.lines
@@ -88,7 +94,8 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
                 params: Parameters, record: list | None = None) -> np.ndarray:
     """Root line of every line ``(L,)`` after merging fragments (all lines of one region;
     ``uv`` the region-frame positions of the samples, ``labels`` their line). ``record``: a
-    list to which each union is appended as ``(i, j, gap, offset, gap limit, offset limit)``."""
+    list to which each union is appended as ``(i, j, gap, offset, gap limit, offset limit)``.
+    Two locked lines never merge, nor (``anchor_keep``) two given ones (locked or anchored)."""
     n = len(lines)
     root = np.arange(n)
     if n < 2:
@@ -120,8 +127,9 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
         return x
 
     # Issue 24: a locked line is never merged away: a free fragment may join it (the group
-    # keeps the locked line's place), two locked lines never share a group.
-    locked = lines.locked.copy()
+    # keeps the locked line's place), two locked lines never share a group; with
+    # anchor_keep, two lines a file gave neither.
+    locked = given_lines(lines, params)
     for k in order:
         a_, b_ = find(int(i[k])), find(int(j[k]))
         if a_ != b_ and not (locked[a_] and locked[b_]):
@@ -1025,18 +1033,19 @@ def component_owners(labels: np.ndarray, sample_component: np.ndarray) -> np.nda
 
 
 def _drop_ownerless_lines(snapshot: Snapshot, keep: np.ndarray, labels: np.ndarray,
-                          sample_component: np.ndarray, small: np.ndarray
+                          sample_component: np.ndarray, small: np.ndarray, kept: np.ndarray | None = None
                           ) -> tuple[np.ndarray, np.ndarray]:
     """Drop the kept lines that own no component larger than a diacritic: all their samples
     lie on words, clouds, flourishes or rules most of whose samples are on another line (a
     line EM fitted through the loops of a cloud, the tops of a taller row, the ends of
     strokes under a row). Their samples go to the owner of their component, else (when
-    that owner is dropped too) to their next best kept line. Returns ``(keep, labels)``."""
+    that owner is dropped too) to their next best kept line. ``kept`` ``(L,)``: lines never
+    dropped (default: the locked ones). Returns ``(keep, labels)``."""
     owner = component_owners(labels, sample_component)
     has = labels >= 0
     owns = has & ~small & (owner[sample_component] == labels)
     ownerless = keep & (np.bincount(labels[owns], minlength=len(keep)) == 0)
-    ownerless &= ~snapshot.lines.locked  # issue 24: a locked line is never removed
+    ownerless &= ~(snapshot.lines.locked if kept is None else kept)  # issue 24: never removed
     if not ownerless.any() or not (keep & ~ownerless).any():
         return keep, labels
     keep = keep & ~ownerless
@@ -1085,8 +1094,10 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
     lines = snapshot.lines
     if len(lines) == 0 or len(prep.samples) == 0:
         return LineSet.empty(lines.rotation_invariant), np.full(len(prep.samples), -1, np.int64)
-    # Issue 24: a locked line is never removed (surplus, diacritic or ownerless).
-    keep = surviving_lines(snapshot, params.epsilon) | lines.locked
+    # Issue 24: a locked line is never removed (surplus, diacritic or ownerless), nor with
+    # anchor_keep one a file gave.
+    kept = given_lines(lines, params)
+    keep = surviving_lines(snapshot, params.epsilon) | kept
     labels = reassign(snapshot, keep)
     # Lines living on diacritics and noise: give their samples to their next best line.
     small = prep.small_samples()
@@ -1094,12 +1105,12 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
     n_all = np.bincount(labels[has], minlength=len(lines))
     n_small = np.bincount(labels[has & small], minlength=len(lines))
     residual = n_small > params.diacritic_fraction * np.maximum(n_all, 1)
-    residual &= ~lines.locked
+    residual &= ~kept
     if params.remove_diacritic_lines and residual.any() and (keep & ~residual).any():
         keep &= ~residual
         labels = reassign(snapshot, keep)
     if split and params.remove_ownerless_lines:
-        keep, labels = _drop_ownerless_lines(snapshot, keep, labels, prep.sample_component, small)
+        keep, labels = _drop_ownerless_lines(snapshot, keep, labels, prep.sample_component, small, kept)
     rot_inv = lines.rotation_invariant
     floor_t = params.sigma_t_floor * prep.stats.h_cc
     floor_s = params.sigma_s_floor * prep.stats.w_cc

@@ -134,8 +134,11 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     turn = np.abs((deg[i] - deg[j] + 90.0) % 180.0 - 90.0)
     pick = (lines.region[i] != lines.region[j]) & alive[i] & alive[j] & (turn <= ANGLE_TOLERANCE)
     pick &= single[lines.region[i]] & single[lines.region[j]]
-    # Issue 24: a locked line is never merged (nor refitted to a fragment of another region).
+    # Issue 24: a locked line is never merged (nor refitted to a fragment of another region);
+    # with anchor_keep, two lines a file gave neither.
     pick &= ~lines.locked[i] & ~lines.locked[j]
+    if params.anchor_keep:
+        pick &= ~(lines.anchored[i] & lines.anchored[j])
     i, j = i[pick], j[pick]
     if len(i) == 0:
         return root, []

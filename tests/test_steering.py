@@ -248,6 +248,8 @@ def _shift_across(prep, lines, k, amount):
 @pytest.mark.parametrize("lock", [True, False])
 def test_a_locked_line_shifted_by_half_a_pitch_stays_where_the_user_put_it(prep, label_file, lock):
     gt = read_initial_lines(label_file, prep, lock=lock)
+    if not lock:  # free as EM's own lines (a file's free lines are anchored: see below)
+        gt = dataclasses.replace(gt, anchored=np.zeros(len(gt), bool))
     pitch = float(np.median(np.diff(gt.b)))
     k = len(gt) // 2
     shifted = _shift_across(prep, gt, k, pitch / 2.0)
@@ -280,6 +282,29 @@ def test_a_locked_line_is_never_removed_nor_merged(prep, label_file, lock):
     else:  # EM and stage 8 would merge the duplicate and drop the blank line
         assert len(seg.lines) == len(gt)
 
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_two_lines_a_file_gives_on_one_row_stay_two(page, prep, tmp_path, keep):
+    """A file that gives one row as two lines (its left and right halves, as a tool does for
+    a row with a wide gap): stage 8 merges collinear fragments, but not two given lines
+    (anchor_keep); with anchor_keep off they end as one line."""
+    labels = page.labels.copy()
+    k = 3
+    ys, xs = np.nonzero(labels == k)
+    right = (labels == k) & (np.arange(labels.shape[1])[None, :] > np.median(xs))
+    labels[right] = page.n_lines + 1
+    path = tmp_path / "halves.png"
+    cv2.imwrite(str(path), labels.astype(np.uint16))
+    params = Parameters().replace(anchor_keep=keep)
+    prep_k = pipeline.prepare(page.image, params)
+    lines = read_initial_lines(path, prep_k)
+    assert len(lines) == page.n_lines + 1 and lines.anchored.all()
+    *_, last = pipeline.run_em(prep_k, lines)
+    seg = pipeline.finish(prep_k, last)
+    assert len(seg.lines) == (page.n_lines + 1 if keep else page.n_lines)
+    if keep:  # each half holds its own ink: the left half's pixels and the right half's differ
+        left = (page.labels == k) & ~right
+        assert np.bincount(seg.labels[left]).argmax() != np.bincount(seg.labels[right]).argmax()
 
 def test_a_free_duplicate_joins_a_locked_line_and_two_locked_lines_never_merge(prep, label_file):
     gt = read_initial_lines(label_file, prep, lock=True)
@@ -644,8 +669,11 @@ def test_ink_no_given_line_holds_does_not_pull_the_lines_off_their_rows(page, tm
     trimmed = Parameters().m_step_trim
     assert trimmed > 0
     for trim in (0.0, trimmed):
+        # The file's bounds on its lines off (anchor_*): the trim alone keeps the line.
         prep = pipeline.prepare(page.image, dataclasses.replace(Parameters(), file_row_fill=0.0,
-                                                                m_step_trim=trim))
+                                                                m_step_trim=trim, anchor_reach=0.0,
+                                                                anchor_sigma_t=0.0, anchor_gap=0.0,
+                                                                anchor_extent=False))
         lines = read_initial_lines(path, prep)
         assert len(lines) == page.n_lines - 1
         *_, end = pipeline.run_em(prep, lines)
@@ -692,6 +720,66 @@ def test_keep_anchored_bounds_each_end_and_the_spread():
     assert (inside_a[0], inside_b[0], inside_st[0]) == (0.02, 49.0, 6.0)  # within reach: as fitted
 
 
+
+def test_keep_anchored_keeps_the_files_extent_along_the_refined_line():
+    from engine.em import Anchors, keep_anchored
+
+    # The file's line runs from u = 100 to u = 300 at v = 50 (u is the along coordinate here).
+    ends = (np.array([[100.0, 300.0]]), np.array([[50.0, 50.0]]))
+    inf = np.array([np.inf])
+    a, b, st = np.array([0.0]), np.array([52.0]), np.array([10.0])
+    c, ss = np.array([400.0]), np.array([150.0])  # the fit grew it to 100..700
+    keep_anchored(a, b, st, Anchors(np.array([0]), *ends, inf, inf, extent=True), c, ss, rotation_invariant=False)
+    np.testing.assert_allclose([c[0] - 2 * ss[0], c[0] + 2 * ss[0]], [100.0, 300.0])
+    assert b[0] == 52.0  # across, within reach: as fitted
+    c2, ss2 = np.array([400.0]), np.array([150.0])
+    keep_anchored(a, b, st, Anchors(np.array([0]), *ends, inf, inf, extent=False), c2, ss2, rotation_invariant=False)
+    assert (c2[0], ss2[0]) == (400.0, 150.0)  # without the extent rule: the fit's
+    # Rotation-invariant: the file's ends seen along the line (projection on its direction).
+    a3, b3 = np.array([0.1]), np.array([40.0])
+    c3, ss3 = np.array([0.0]), np.array([1.0])
+    keep_anchored(a3, b3, np.array([10.0]), Anchors(np.array([0]), *ends, inf, inf, extent=True), c3, ss3)
+    s = (ends[0][0] + 0.1 * ends[1][0]) / np.sqrt(1.01)
+    np.testing.assert_allclose([c3[0] - 2 * ss3[0], c3[0] + 2 * ss3[0]], s)
+
+
+def test_an_anchored_line_keeps_the_extent_the_file_gave_through_em(page, tmp_path):
+    """The file gives row 3's left half only (as for an insertion, or a row a tool split):
+    EM's M-step would stretch the line over the whole row's ink; with anchor_extent its ends
+    stay where the file put them."""
+    labels = page.labels.copy()
+    k = 3
+    ys, xs = np.nonzero(labels == k)
+    labels[(labels == k) & (np.arange(labels.shape[1])[None, :] > np.median(xs))] = 0
+    path = tmp_path / "half.png"
+    cv2.imwrite(str(path), labels.astype(np.uint16))
+    right_end = {}
+    for extent in (True, False):
+        prep = pipeline.prepare(page.image, Parameters().replace(anchor_extent=extent))
+        lines = read_initial_lines(path, prep)
+        j = int(np.argmin(np.abs(lines.segments()[:, :, 1].mean(axis=1) - ys.mean())))
+        assert lines.anchored[j]
+        *_, end = pipeline.run_em(prep, lines)
+        given = lines.segments()[j][:, 0].max()
+        right_end[extent] = (end.lines.segments()[j][:, 0].max() - given) / (xs.max() - xs.min())
+    assert abs(right_end[True]) < 0.01 and right_end[False] > 0.2, right_end
+
+def test_anchor_gap_bounds_a_given_line_by_its_given_neighbours():
+    from engine.em import anchors_of
+
+    # Two anchored lines 80 px apart, overlapping along the text, and a third far away; H_cc 100.
+    lines = LineSet(a=np.zeros(3), b=np.array([100.0, 180.0, 900.0]), c=np.array([500.0, 600.0, 500.0]),
+                    sigma_t=np.full(3, 10.0), sigma_s=np.full(3, 100.0), prior=np.full(3, 1 / 3),
+                    region=np.zeros(3, np.int32), phi=np.zeros(3), anchored=np.ones(3, bool))
+    params = Parameters()
+    anchors = anchors_of(lines, 100.0, params)
+    # The pair: a quarter of their distance each way, the band at most half of it.
+    np.testing.assert_allclose(anchors.reach, [20.0, 20.0, 50.0])
+    np.testing.assert_allclose(anchors.sigma_t, [40.0, 40.0, 75.0])  # the third: 0.75 H_cc alone
+    off = anchors_of(lines, 100.0, params.replace(anchor_gap=0.0))
+    np.testing.assert_allclose(off.reach, [50.0, 50.0, 50.0])
+    np.testing.assert_allclose(off.sigma_t, [75.0, 75.0, 75.0])
+
 def _file_without_last_row(page, tmp_path):
     last = int(np.argmax([np.nonzero(page.labels == k + 1)[0].mean() for k in range(page.n_lines)])) + 1
     labels = page.labels.copy()
@@ -723,7 +811,8 @@ def test_an_anchored_line_stays_on_its_row_where_a_free_one_leaves_it(page, tmp_
     defaults = Parameters()
     assert defaults.anchor_reach > 0 and defaults.anchor_sigma_t > 0
     moved, spread = {}, {}
-    for name, bounds in (("anchored", {}), ("free", {"anchor_reach": 0.0, "anchor_sigma_t": 0.0})):
+    free = {"anchor_reach": 0.0, "anchor_sigma_t": 0.0, "anchor_gap": 0.0, "anchor_extent": False}
+    for name, bounds in (("anchored", {}), ("free", free)):
         params = dataclasses.replace(defaults, file_row_fill=0.0, m_step_trim=0.0, **bounds)
         prep = pipeline.prepare(page.image, params)
         lines = read_initial_lines(path, prep)
