@@ -362,16 +362,15 @@ def given_line_gaps(lines: LineSet, index: np.ndarray) -> np.ndarray:
     out = np.full(len(index), np.inf)
     if len(given) < 2:
         return out
-    ends = lines.segments()
+    # Each line's two ends along its region's frame (lines of one region share the frame).
+    u = to_region_frame(lines.segments(), lines.phi[:, None])[..., 0]  # (L, 2)
+    u_lo, u_hi = u.min(axis=1), u.max(axis=1)
     for n, k in enumerate(index):  # given lines: a few dozen
         others = given[(given != k) & (lines.region[given] == lines.region[k])]
         if len(others) == 0:
             continue
-        phi = lines.phi[k]
-        u_k = to_region_frame(ends[k], phi)[:, 0]
-        u_o = to_region_frame(ends[others].reshape(-1, 2), phi)[:, 0].reshape(-1, 2)
-        lo = np.maximum(u_k.min(), u_o.min(axis=1))
-        hi = np.minimum(u_k.max(), u_o.max(axis=1))
+        lo = np.maximum(u_lo[k], u_lo[others])
+        hi = np.minimum(u_hi[k], u_hi[others])
         overlap = hi > lo
         if overlap.any():
             mid = (lo + hi)[overlap] / 2.0

@@ -129,12 +129,12 @@ def merge_pairs(lines: LineSet, uv: np.ndarray, labels: np.ndarray, h_cc: float,
     # Issue 24: a locked line is never merged away: a free fragment may join it (the group
     # keeps the locked line's place), two locked lines never share a group; with
     # anchor_keep, two lines a file gave neither.
-    locked = given_lines(lines, params)
+    given = given_lines(lines, params)
     for k in order:
         a_, b_ = find(int(i[k])), find(int(j[k]))
-        if a_ != b_ and not (locked[a_] and locked[b_]):
+        if a_ != b_ and not (given[a_] and given[b_]):
             root[max(a_, b_)] = min(a_, b_)
-            locked[min(a_, b_)] |= locked[max(a_, b_)]
+            given[min(a_, b_)] |= given[max(a_, b_)]
             if record is not None:
                 record.append((int(i[k]), int(j[k]), float(gap[i[k], j[k]]), float(offset[i[k], j[k]]),
                                params.merge_gap * w_cc, limit))
