@@ -519,8 +519,8 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
       beyond that line's outer band, which go to the likeliest of its other lines;
     * one that reaches the cores of several is split, each pixel to the most likely of those
       lines under the profile (touching strokes of two lines); by ``split_nearest``
-      ("locked": where all those lines are locked; "always"), to the nearest of those lines
-      instead (see Parameters.split_nearest);
+      ("locked": where all those lines are locked; "given": locked or anchored; "always"),
+      to the nearest of those lines instead (see Parameters.split_nearest);
     * one that reaches no core (diacritics, dots, stroke pieces in the gap) goes to the line
       of the nearest ink that is placed: the majority, over its pixels, of the line of the
       closest sample on a component not in the gap;
@@ -608,8 +608,11 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
             on = reached[cid[split]]
             lines_of = cand[cid[split]]
             rows = np.arange(len(on))
-            if split_nearest == "locked":
-                rows = rows[np.all(~on | lines.locked[np.maximum(lines_of, 0)], axis=1)]
+            if split_nearest in ("locked", "given"):
+                # Lines put at their rows' centres: by the user (locked) or by a file (anchored,
+                # which EM moves only within their rows).
+                given = lines.locked | lines.anchored if split_nearest == "given" else lines.locked
+                rows = rows[np.all(~on | given[np.maximum(lines_of, 0)], axis=1)]
             on, lines_of, xy_split = on[rows], lines_of[rows], xy[split][rows]
             dist = np.full(on.shape, np.inf)
             for k in range(max_c):  # a few candidate slots, each vectorised over pixels

@@ -234,7 +234,8 @@ def test_touching_strokes_between_locked_lines_are_cut_midway(page: dict) -> Non
     whose spread was measured over ink it took). The profile rule scales each line's
     distances by its own sigma_t, so the wider upper line takes the descender far past the
     midpoint, into the lower line's word; the nearest of the two lines cuts it midway, where
-    the ground truth does: always ("always"), or between locked lines ("locked")."""
+    the ground truth does: always ("always"), between locked lines ("locked"), or between
+    given lines, locked or anchored (a file's lines left free: "given")."""
     import dataclasses
 
     prep, truth = page["prep"], page["truth"]
@@ -242,22 +243,27 @@ def test_touching_strokes_between_locked_lines_are_cut_midway(page: dict) -> Non
                    sigma_t=np.array([2.0 * SIGMA_T, SIGMA_T]), sigma_s=np.full(2, 250.0),
                    prior=np.full(2, 0.5), region=np.zeros(2, np.int32), phi=np.zeros(2))
     locked = dataclasses.replace(free, locked=np.ones(2, bool))
+    anchored = dataclasses.replace(free, anchored=np.ones(2, bool))
+    one_anchored = dataclasses.replace(free, anchored=np.array([True, False]))
     joined = prep.components == prep.components[UPPER + 30, 701]
     descender = np.zeros(joined.shape, bool)
     descender[UPPER + 10:LOWER, 700:704] = True
     rows = np.nonzero(descender)[0]
     cut = {}
-    for lines, rule in ((free, "never"), (free, "locked"), (locked, "never"), (locked, "locked"),
-                        (free, "always")):
+    runs = {("free", "never"): free, ("free", "locked"): free, ("locked", "never"): locked,
+            ("locked", "locked"): locked, ("free", "always"): free, ("locked", "given"): locked,
+            ("anchored", "given"): anchored, ("anchored", "locked"): anchored,
+            ("one anchored", "given"): one_anchored, ("free", "given"): free}
+    for (kind, rule), lines in runs.items():
         out = final_labels(prep, lines, page["labels"], split_nearest=rule)
         # Each line keeps its own word.
         assert np.all(out[joined & (truth == 1) & (np.arange(400)[:, None] < UPPER + 10)] == 1)
         assert np.all(out[joined & (np.arange(400)[:, None] >= LOWER - 10)] == 2)
-        cut[bool(lines.locked.all()), rule] = (rows[out[descender] == 1].max(),
-                                               (out[joined] == truth[joined]).mean())
-    for key in ((True, "locked"), (False, "always")):
+        cut[kind, rule] = (rows[out[descender] == 1].max(), (out[joined] == truth[joined]).mean())
+    midway = (("locked", "locked"), ("free", "always"), ("locked", "given"), ("anchored", "given"))
+    for key in midway:
         assert abs(cut[key][0] - 200) <= 1 and cut[key][1] > 0.95, (key, cut[key])
-    # The profile's cut lies well below the midpoint (what split_nearest corrects); free
-    # lines under "locked" keep it.
-    for key in ((False, "never"), (True, "never"), (False, "locked")):
-        assert cut[key][0] >= 205 and cut[key][1] < cut[True, "locked"][1] - 0.02, (key, cut[key])
+    # The profile's cut lies well below the midpoint (what split_nearest corrects); lines
+    # that are not all of the kind the rule names keep it (a free line among the reached).
+    for key in set(runs) - set(midway):
+        assert cut[key][0] >= 205 and cut[key][1] < cut["locked", "locked"][1] - 0.02, (key, cut[key])
