@@ -135,12 +135,20 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
                              locked: np.ndarray, anchored: np.ndarray | None = None) -> LineSet:
     """Lines along page segments ``(L, 2, 2)``: each in the region most samples near its
     midpoint are in, with ``sigma_t`` ``(L,)`` (NaN: ``H_cc / 2``), ``sigma_s`` a quarter of
-    the segment's length, prior ``1 / (lines in its region)``, and ``locked`` and
-    ``anchored`` ``(L,)`` (None: none anchored)."""
+    the segment's length (so :meth:`LineSet.segments` gives the segment back), prior
+    ``1 / (lines in its region)``, and ``locked`` and ``anchored`` ``(L,)`` (None: none
+    anchored).
+
+    ``sigma_s`` has no floor in ``W_cc`` (the M-step's, for lines fitted to ink): the file
+    or the user says how long the line is. Floored at ``W_cc``, a short line (a page number,
+    an interlinear insertion of a word or two) reached a ``W_cc`` either side of its middle
+    at least, and its anchor took those ends as the file's: on cremma20 10_c71ca, whose
+    crossings-out make ``W_cc`` 351 px, a 160 px page number took 27k pixels of the two rows
+    below it. Only the sigma_t floor (``sigma_t_floor x H_cc``) remains, so that a line of
+    one point still has an extent."""
     rot_inv = prep.params.regression == "rotation_invariant"
     segments = np.asarray(segments, np.float64).reshape(-1, 2, 2)
     floor_t = prep.params.sigma_t_floor * prep.stats.h_cc
-    floor_s = prep.params.sigma_s_floor * prep.stats.w_cc
     rows = {k: [] for k in ("a", "b", "c", "sigma_t", "sigma_s", "region", "phi")}
     for seg, st in zip(segments, np.asarray(sigma_t, np.float64), strict=True):
         region = edits.region_of(prep, seg.mean(axis=0))
@@ -148,7 +156,7 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
         a, b, c, length = edits.segment_geometry(seg, phi, rot_inv)
         for k, v in zip(("a", "b", "c", "region", "phi"), (a, b, c, region, phi), strict=True):
             rows[k].append(v)
-        rows["sigma_s"].append(max(length / 4.0, floor_s))
+        rows["sigma_s"].append(max(length / 4.0, floor_t))
         rows["sigma_t"].append(max(st if np.isfinite(st) else prep.stats.h_cc / 2.0, floor_t))
     region = np.array(rows["region"], np.int32)
     counts = np.bincount(region, minlength=len(prep.regions)).astype(float)

@@ -764,6 +764,31 @@ def test_an_anchored_line_keeps_the_extent_the_file_gave_through_em(page, tmp_pa
         right_end[extent] = (end.lines.segments()[j][:, 0].max() - given) / (xs.max() - xs.min())
     assert abs(right_end[True]) < 0.01 and right_end[False] > 0.2, right_end
 
+def test_a_short_line_keeps_the_length_the_file_gave(page, prep, tmp_path):
+    """A file's line shorter than four W_cc (a page number, an insertion of a word) is read
+    with the file's length, not stretched to the M-step's floor of one W_cc either side of
+    its middle (which its anchor then took for the file's ends, and the line took the
+    words that far along)."""
+    k = 2
+    base = np.asarray(page.baselines[k], float)
+    d = (base[-1] - base[0]) / np.linalg.norm(base[-1] - base[0])
+    mid = base.mean(axis=0)
+    length = 1.5 * prep.stats.w_cc
+    floor = prep.params.sigma_s_floor * prep.stats.w_cc
+    assert 4.0 * floor > 2.0 * length  # the M-step's floor would double the line at least
+    short = np.stack([mid - d * length / 2, mid + d * length / 2])
+    h, w = page.labels.shape
+    path = tmp_path / "short.xml"
+    path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
+                    '<PcGts xmlns="http://schema.primaresearch.org/PAGE/gts/pagecontent/2019-07-15">'
+                    f'<Page imageFilename="p.png" imageWidth="{w}" imageHeight="{h}"><TextRegion id="r0">'
+                    f'<TextLine id="l0"><Baseline points="{_pts(short)}"/></TextLine>'
+                    '</TextRegion></Page></PcGts>', encoding="utf-8")
+    lines = read_initial_lines(path, prep)
+    given = lines.segments()[np.argmin(np.abs(lines.segments().mean(axis=1) - mid).sum(axis=1))]
+    assert abs(np.linalg.norm(given[1] - given[0]) - length) < 0.05 * length, (given, length)
+
+
 def test_anchor_gap_bounds_a_given_line_by_its_given_neighbours():
     from engine.em import anchors_of
 
