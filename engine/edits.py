@@ -121,12 +121,15 @@ def _rows(lines: LineSet) -> list[dict]:
 
 def _placed(prep: Preparation, lines: LineSet, row: dict, segment: np.ndarray, region: int) -> dict:
     """``row`` moved onto ``segment`` in ``region``: a, b, c (and phi) from the segment;
-    sigma_s from its length unless that is the row's own (4 sigma_s, to 0.01 px)."""
+    sigma_s from its length unless that is the row's own (4 sigma_s, to 0.01 px). The
+    user says how long the line is: no floor in ``W_cc`` (the M-step's), only the sigma_t
+    floor (as :func:`engine.initial_io.lines_from_page_segments`), so that a line drawn over
+    a word or two is not stretched to a ``W_cc`` either side of its middle."""
     phi = float(prep.regions[region].phi) if prep.regions else float(row["phi"])
     a, b, c, length = segment_geometry(segment, phi, lines.rotation_invariant)
     out = dict(row, a=a, b=b, c=c, region=region, phi=phi)
     if abs(length - 4.0 * float(row["sigma_s"])) > 0.01:
-        out["sigma_s"] = max(length / 4.0, _floors(prep)[1])
+        out["sigma_s"] = max(length / 4.0, _floors(prep)[0])
     return out
 
 

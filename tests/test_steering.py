@@ -169,6 +169,19 @@ def test_add_line_takes_sigma_t_from_its_neighbours(prep):
     assert len(first.lines) == len(added) and np.all(np.diff(first.lines.b) > 0)
 
 
+def test_a_drawn_or_moved_line_keeps_the_length_the_user_gave(prep):
+    """A line drawn over a word or two (shorter than four W_cc) runs as far as it was drawn:
+    not stretched to the M-step's sigma_s floor of one W_cc either side of its middle."""
+    lines = prep.initial_lines
+    floor = prep.params.sigma_s_floor * prep.stats.w_cc
+    mid = lines.segments()[1].mean(axis=0)
+    short = np.array([mid - [0.75 * floor, 0.0], mid + [0.75 * floor, 0.0]])  # 1.5 W_cc
+    added = edits.add_line(prep, lines, short)
+    moved = edits.move_line(prep, lines, 1, short)
+    for got in (added.segments()[-1], moved.segments()[1]):
+        assert np.allclose(got, short, atol=0.5), (got, short)
+
+
 def test_split_then_merge_gives_the_line_back(prep):
     lines = prep.initial_lines
     seg = lines.segments()[2]
