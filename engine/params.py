@@ -541,21 +541,23 @@ class Parameters:
     #: otherwise each pixel to the nearest of its samples' lines; components without a
     #: labelled sample to the nearest line of their region).
     final_labelling: str = "profile"
-    #: With final_labelling "profile": a component that reaches the cores of several lines (strokes of
-    #: two rows that touch) is split pixel by pixel to the likeliest of those lines under the page's
-    #: ink profile ("never"), or to the nearest of them (across distance plus distance beyond the
-    #: ends: a cut midway between them) where all of them are locked ("locked"), where all of them are
-    #: given (locked, or anchored: a file's lines left free, which EM moves only within their rows)
-    #: ("given"), or always ("always"). Between lines the user put at their rows' centres the
-    #: profile's cut lies off the middle and takes the neighbour's ascenders and descenders: with the
-    #: ground truth's lines locked (bench/steering.py (d)), never -> locked: poilus-dev FM 83.6 ->
-    #: 86.4 %, cremma20 76.3 -> 77.7 %, moc-train 48.1 -> 48.7 %, ahte-train and kraken-sample
-    #: unchanged (poilus AD78_0084-1 5 -> 9 of 15 lines). In the default run "always" against "never":
-    #: poilus-dev FM 68.7 -> 69.1 % but line IU 81.4 -> 80.8 %, cremma20 74.1 -> 73.6 %; hence
-    #: "locked" (the default run has no locked line and is unchanged). "given" over "locked", with the
-    #: ground truth's lines left free (bench/steering.py (c)): all 79 dev pages 62.3 / 84.6 -> 62.6 /
-    #: 84.8 %, pages at or above the default 68 -> 70 (cremma20 5_d12c2 0.20 -> 0.60, poilus AN_0001-0
-    #: 0.92 -> 1.00); (a), (b), (d) unchanged. Not in the paper (engine.postprocess.final_labels).
+    #: With final_labelling "profile": a component that reaches the cores of several lines
+    #: (strokes of two rows that touch) is split pixel by pixel to the likeliest of those lines
+    #: under the page's ink profile ("never"), or to the nearest of them (across distance plus
+    #: distance beyond the ends: a cut midway between them) where all of them are locked
+    #: ("locked"), where all of them are given (locked, or anchored: a file's lines left free,
+    #: which EM moves only within their rows) ("given"), or always ("always"). Between lines
+    #: the user put at their rows' centres the profile's cut lies off the middle and takes the
+    #: neighbour's ascenders and descenders: with the ground truth's lines locked
+    #: (bench/steering.py (d)), never -> locked: poilus-dev FM 83.6 -> 86.4 %, cremma20 76.3 ->
+    #: 77.7 %, moc-train 48.1 -> 48.7 %, ahte-train and kraken-sample unchanged (poilus
+    #: AD78_0084-1 5 -> 9 of 15 lines). In the default run "always" against "never": poilus-dev
+    #: FM 68.7 -> 69.1 % but line IU 81.4 -> 80.8 %, cremma20 74.1 -> 73.6 %; hence "locked"
+    #: (the default run has no locked line and is unchanged). "given" over "locked", with the
+    #: ground truth's lines left free (bench/steering.py (c)): all 79 dev pages 62.3 / 84.6 ->
+    #: 62.6 / 84.8 %, pages at or above the default 68 -> 70 (cremma20 5_d12c2 0.20 -> 0.60,
+    #: poilus AN_0001-0 0.92 -> 1.00); (a), (b), (d) unchanged. Not in the paper
+    #: (engine.postprocess.final_labels).
     split_nearest: str = "given"
     # --- snapshots ----------------------------------------------------------------------
     #: A snapshot keeps each sample's posterior over its top-k lines.

@@ -777,6 +777,7 @@ def test_an_anchored_line_keeps_the_extent_the_file_gave_through_em(page, tmp_pa
         right_end[extent] = (end.lines.segments()[j][:, 0].max() - given) / (xs.max() - xs.min())
     assert abs(right_end[True]) < 0.01 and right_end[False] > 0.2, right_end
 
+
 def test_a_short_line_keeps_the_length_the_file_gave(page, prep, tmp_path):
     """A file's line shorter than four W_cc (a page number, an insertion of a word) is read
     with the file's length, not stretched to the M-step's floor of one W_cc either side of
