@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .initial_lines import order_lines
+from .initial_lines import line_floors, order_lines
 from .model import LINE_FIELDS, LineSet, Preparation, to_region_frame
 
 #: Samples near a segment's midpoint that vote for its region (as lines_from_segments).
@@ -47,11 +47,6 @@ def ordered(prep: Preparation, lines: LineSet) -> LineSet:
         return lines
     order = order_lines(lines, region_centres(prep))
     return lines if np.array_equal(order, np.arange(len(lines))) else lines.take(order)
-
-
-def _floors(prep: Preparation) -> tuple[float, float]:
-    p = prep.params
-    return p.sigma_t_floor * prep.stats.h_cc, p.sigma_s_floor * prep.stats.w_cc
 
 
 def _check_segment(segment: np.ndarray) -> np.ndarray:
@@ -129,7 +124,7 @@ def _placed(prep: Preparation, lines: LineSet, row: dict, segment: np.ndarray, r
     a, b, c, length = segment_geometry(segment, phi, lines.rotation_invariant)
     out = dict(row, a=a, b=b, c=c, region=region, phi=phi)
     if abs(length - 4.0 * float(row["sigma_s"])) > 0.01:
-        out["sigma_s"] = max(length / 4.0, _floors(prep)[0])
+        out["sigma_s"] = max(length / 4.0, line_floors(prep.stats, prep.params)[0])
     return out
 
 
@@ -167,7 +162,7 @@ def neighbour_sigma_t(prep: Preparation, lines: LineSet, region: int, segment: n
     """sigma_t for a new line along ``segment`` in ``region``: the mean sigma_t of the lines
     just above and below it there (nearest across its midpoint), else ``H_cc / 2``."""
     own = np.flatnonzero(lines.region == region)
-    floor_t = _floors(prep)[0]
+    floor_t = line_floors(prep.stats, prep.params)[0]
     if len(own) == 0:
         return max(prep.stats.h_cc / 2.0, floor_t)
     phi = float(prep.regions[region].phi)

@@ -55,6 +55,7 @@ from .groundtruth import (
     rasterise,
     read_label_map,
 )
+from .initial_lines import line_floors
 from .io import exif_orientation, orient_like_exif
 from .model import LineSet, Preparation
 from .regression import fit_from_moments
@@ -148,7 +149,7 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
     one point still has an extent."""
     rot_inv = prep.params.regression == "rotation_invariant"
     segments = np.asarray(segments, np.float64).reshape(-1, 2, 2)
-    floor_t = prep.params.sigma_t_floor * prep.stats.h_cc
+    floor_t = line_floors(prep.stats, prep.params)[0]
     rows = {k: [] for k in ("a", "b", "c", "sigma_t", "sigma_s", "region", "phi")}
     for seg, st in zip(segments, np.asarray(sigma_t, np.float64), strict=True):
         region = edits.region_of(prep, seg.mean(axis=0))
