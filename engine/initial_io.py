@@ -21,7 +21,8 @@ often annotates the text and not the signature, date or stamps below it.
 The lines the last three give, unless locked, are anchored (``LineSet.anchored``): EM
 refines each within the row the file put it on and over the extent the file gave it
 (``Parameters.anchor_reach``, ``anchor_sigma_t``, ``anchor_gap``, ``anchor_extent``;
-:func:`engine.em.keep_anchored`), and stage 8 keeps every one of them (``anchor_keep``).
+:func:`engine.em.keep_anchored`), and stage 8 keeps every one of them (``anchor_keep``)
+where EM left it (``anchor_place``).
 
 The engine's line model is the regression line through the middle of a text line's ink
 (``v = a u + b`` fitted to the samples, ``sigma_t`` their spread across it), not its

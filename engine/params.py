@@ -468,6 +468,15 @@ class Parameters:
     #: given lines (anchored or locked) into one: the file said there are two lines there.
     #: (A free line of EM's own still merges into a given one.) Not in the paper.
     anchor_keep: bool = True
+    #: Stage 8 keeps an anchored line where EM left it (within the file's bounds above) and
+    #: only measures its spread about it, as it does a locked line's; off = stage 8 refits it
+    #: to the ink labelled to it, like EM's own lines, with no bound: ink the file does not
+    #: annotate (a flourish round a will, a stamp) tilted or shifted it after EM and its
+    #: neighbour's strokes followed (poilus AN_0023-0 run (c): "mon frere Emile" tilted 3.6
+    #: deg and took the capitals of the row below, FM 0.45 -> 0.73 with it). Issue 24's run
+    #: (c), ALL FM / line IU %: 62.6 / 85.7 off, 65.9 / 89.5 on (docs/history.md,
+    #: 2026-11-28). Not in the paper.
+    anchor_place: bool = True
     #: A run started from given lines (locked, or anchored: ``LineSet.locked``/``anchored``)
     #: has its regions follow them: a word whose samples mostly lie within given_regions x
     #: sigma_t across a given line (the nearest given line whose extent covers them) goes to
@@ -879,6 +888,9 @@ PAPER: dict[str, PaperValue] = {
     "anchor_keep": PaperValue(False, "absent (EM starts from the blobs' lines only)",
                               "stage 8 removed or merged lines the file gave (insertions, rows "
                               "EM left with little ink)."),
+    "anchor_place": PaperValue(False, "absent (EM starts from the blobs' lines only)",
+                               "stage 8's refit moved a given line off the place EM kept it in, "
+                               "towards ink the file does not annotate."),
     "given_regions": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
                                 "a given line got only the samples of its row within the region holding "
                                 "its midpoint; the rest of its row, in another region, went to other lines."),

@@ -1059,13 +1059,14 @@ def _drop_ownerless_lines(snapshot: Snapshot, keep: np.ndarray, labels: np.ndarr
     return keep, labels
 
 
-def _keep_locked(fit: LineFit, lines: LineSet, locked_of: np.ndarray, uv: np.ndarray, weights: np.ndarray,
+def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, uv: np.ndarray, weights: np.ndarray,
                  rot_inv: bool, floor_t: float) -> LineFit:
-    """Issue 24: the refit of stage 8 for the groups that are a locked line (``locked_of[g]``,
-    its row in ``lines``, -1 for the others): the line's place and extent (a, b, c, sigma_s)
-    as locked, its spread across measured about it (kept when it has no sample)."""
-    g = np.flatnonzero(locked_of >= 0)
-    k = locked_of[g]
+    """Issue 24: the refit of stage 8 for the groups whose line keeps its place
+    (``placed_of[g]``, its row in ``lines``, -1 for the others: a locked line, and with
+    ``anchor_place`` an anchored one): the line's place and extent (a, b, c, sigma_s) as EM
+    left it, its spread across measured about it (kept when it has no sample)."""
+    g = np.flatnonzero(placed_of >= 0)
+    k = placed_of[g]
     a, b, c, st, ss = (np.array(x, dtype=np.float64) for x in fit[:5])
     features, origin = point_features(uv)
     moments = weights[:, g].T @ features
@@ -1146,11 +1147,19 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         # A group with a line another tool's file gave (issue 24) stays anchored.
         given = np.zeros(n_groups, bool)
         given[group[sub.anchored & ~sub.locked]] = True
+        # The groups whose line keeps its place (a, b, c, sigma_s): the locked ones and, with
+        # anchor_place, the anchored ones (a group holds at most one given line).
+        placed_of = locked_of.copy()
+        if params.anchor_place:
+            anchored = sub.anchored & ~sub.locked
+            free_group = locked_of[group[anchored]] < 0
+            placed_of[group[anchored][free_group]] = own[anchored][free_group]
         if split:
             lab, n_groups = split_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
                                        prep.stats.h_cc, prep.stats.w_cc, params, fixed)
             fixed = np.r_[fixed, np.zeros(n_groups - len(fixed), bool)]
             locked_of = np.r_[locked_of, np.full(n_groups - len(locked_of), -1, np.int64)]
+            placed_of = np.r_[placed_of, np.full(n_groups - len(placed_of), -1, np.int64)]
             given = np.r_[given, np.zeros(n_groups - len(given), bool)]
             if params.follow_local_rows:
                 fixed_ab = np.full((n_groups, 2), np.nan)
@@ -1159,8 +1168,8 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
                                         prep.stats.h_cc, prep.stats.w_cc, fixed_ab)
         weights = (lab[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
         fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
-        if fixed.any():
-            fit = _keep_locked(fit, lines, locked_of, uv, weights, rot_inv, floor_t)
+        if (placed_of >= 0).any():
+            fit = _keep_placed(fit, lines, placed_of, uv, weights, rot_inv, floor_t)
         alive = (np.isfinite(fit.a) & (fit.weight >= 1)) | fixed
         remap = np.full(n_groups, -1, np.int64)
         remap[alive] = np.arange(int(alive.sum()))

@@ -128,6 +128,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "anchor_gap": (0.0, "eq. update1: no bound from the other lines"),
     "anchor_extent": (False, "eq. update1: sigma_s and c from the samples"),
     "anchor_keep": (False, "§4.2: every line may be removed or merged"),
+    "anchor_place": (False, "§4.2: stage 8 refits every line to its samples"),
     "given_regions": (0.0, "§4.1: the regions come from the page alone"),
     "sigma_s_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),
     "candidate_nats": (1e4, "Algorithm 2: every line (no floor)"),

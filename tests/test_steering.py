@@ -882,3 +882,30 @@ def test_the_result_says_which_of_its_lines_a_file_gave(page, prep, tmp_path):
     locked = pipeline.finish(prep, list(pipeline.run_em(prep, read_initial_lines(path, prep, lock=True)))[-1])
     assert locked.lines.locked.all() and len(locked.lines) == page.n_lines - 1  # no row filled
     assert not locked.lines.anchored.any()
+
+
+@pytest.mark.parametrize("place", [True, False])
+def test_stage_8_keeps_an_anchored_line_where_em_left_it(prep, label_file, place):
+    """With anchor_place stage 8 keeps an anchored line's place (a, b) as EM left it, as for a
+    locked line; without, it refits the line to the ink labelled to it. EM's end is moved
+    here: one anchored line 0.3 H_cc above its row, within the file's bounds (anchor_reach
+    0.5 H_cc)."""
+    params = Parameters().replace(anchor_place=place)
+    lines = read_initial_lines(label_file, prep)
+    assert lines.anchored.all() and not lines.locked.any()
+    *_, end = pipeline.run_em(prep, lines, params=params)
+    k = len(end.lines) // 2
+    shift = 0.3 * prep.stats.h_cc
+    b = end.lines.b.copy()
+    b[k] -= shift
+    moved = dataclasses.replace(end, lines=dataclasses.replace(end.lines, b=b))
+    seg = pipeline.finish(prep, moved, params)
+    assert len(seg.lines) == len(lines) and seg.lines.anchored.all()
+    mid = moved.lines.segments()[k].mean(axis=0)
+    final_mid = seg.lines.segments().mean(axis=1)
+    j = int(np.argmin(np.abs(final_mid[:, 1] - mid[1])))
+    offset = abs(final_mid[j, 1] - mid[1])  # across, on these near-horizontal rows (pixels)
+    if place:
+        assert offset < 0.02 * prep.stats.h_cc, offset
+    else:
+        assert offset > 0.2 * prep.stats.h_cc, offset  # back on its ink
