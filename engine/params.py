@@ -473,9 +473,13 @@ class Parameters:
     #: to the ink labelled to it, like EM's own lines, with no bound: ink the file does not
     #: annotate (a flourish round a will, a stamp) tilted or shifted it after EM and its
     #: neighbour's strokes followed (poilus AN_0023-0 run (c): "mon frere Emile" tilted 3.6
-    #: deg and took the capitals of the row below, FM 0.45 -> 0.73 with it). Issue 24's run
-    #: (c), ALL FM / line IU %: 62.6 / 85.7 off, 65.9 / 89.5 on (docs/history.md,
-    #: 2026-11-28). Not in the paper.
+    #: deg and took the capitals of the row below, FM 0.45 -> 0.73 with it). And a component
+    #: within half a text height of it stays on it when the local rows move the words that
+    #: lie off their row (follow_local_rows; a short line's few words made no row of their
+    #: own and went to the long line above: poilus AD78_0064-0 "Adais", FM 0.25 -> 0.50).
+    #: Issue 24's run (c), ALL FM / line IU % and pages at or above (a): 62.6 / 85.7 and 71
+    #: off, 65.9 / 89.5 and 71 with the place alone, 66.4 / 90.6 and 72 on
+    #: (docs/history.md, 2026-11-28). Not in the paper.
     anchor_place: bool = True
     #: A run started from given lines (locked, or anchored: ``LineSet.locked``/``anchored``)
     #: has its regions follow them: a word whose samples mostly lie within given_regions x

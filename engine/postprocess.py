@@ -301,7 +301,8 @@ def split_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndar
 
 
 def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: np.ndarray, n_groups: int,
-                      h_cc: float, w_cc: float, fixed: np.ndarray | None = None) -> np.ndarray:
+                      h_cc: float, w_cc: float, fixed: np.ndarray | None = None,
+                      strict: np.ndarray | None = None) -> np.ndarray:
     """Move each component that lies off its line's local row to the line whose local row is
     nearest it; returns the samples' new groups ``(n,)`` (``uv`` region-frame sample
     positions, ``comp`` their component, ``small`` whether it is diacritic-sized, ``lab``
@@ -321,7 +322,11 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     itself too, and for a line whose local row is nearer than both (a row estimated from a
     few components is no reason to doubt the user: poilus AD78_0018-0 with the ground
     truth's lines locked, the signature's flourish left its line for the row above, FM 0.73;
-    0.87 with both rules)."""
+    0.87 with both rules). ``strict``: bool ``(n_groups,)``, the fixed groups held by both
+    rules (None: all); the others (a file's free lines, ``anchor_place``) by the first alone:
+    a line EM refined is a straight estimate, and where its row waves (Arabic hands) the
+    neighbour's local row places a component better (issue 24's run (c): ahte-train
+    book1_page19 and moc_test_2 lost a line each with the second rule)."""
     lab = lab.copy()
     big = (lab >= 0) & ~small
     if n_groups < 2 or not big.any():
@@ -348,7 +353,8 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
         with np.errstate(invalid="ignore"):
             d_locked = np.abs(cv - (a_fix * cu + b_fix))
         cand &= ~(d_locked <= _OFF_ROW * h_cc)  # NaN (a free group) compares False: unaffected
-        d_from = np.where(np.isfinite(d_locked), np.fmin(d_own, d_locked), d_own)
+        bounded = np.isfinite(d_locked) if strict is None else np.isfinite(d_locked) & strict[g_of]
+        d_from = np.where(bounded, np.fmin(d_own, d_locked), d_own)
     cand = np.flatnonzero(cand)
     if len(cand) == 0:
         return lab
@@ -1147,8 +1153,9 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         # A group with a line another tool's file gave (issue 24) stays anchored.
         given = np.zeros(n_groups, bool)
         given[group[sub.anchored & ~sub.locked]] = True
-        # The groups whose line keeps its place (a, b, c, sigma_s): the locked ones and, with
-        # anchor_place, the anchored ones (a group holds at most one given line).
+        # The groups whose line keeps its place (a, b, c, sigma_s) and the components on it
+        # (follow_local_rows): the locked ones and, with anchor_place, the anchored ones (a
+        # group holds at most one given line).
         placed_of = locked_of.copy()
         if params.anchor_place:
             anchored = sub.anchored & ~sub.locked
@@ -1162,10 +1169,11 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
             placed_of = np.r_[placed_of, np.full(n_groups - len(placed_of), -1, np.int64)]
             given = np.r_[given, np.zeros(n_groups - len(given), bool)]
             if params.follow_local_rows:
+                placed = placed_of >= 0
                 fixed_ab = np.full((n_groups, 2), np.nan)
-                fixed_ab[fixed] = np.stack([lines.a[locked_of[fixed]], lines.b[locked_of[fixed]]], axis=1)
+                fixed_ab[placed] = np.stack([lines.a[placed_of[placed]], lines.b[placed_of[placed]]], axis=1)
                 lab = follow_local_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
-                                        prep.stats.h_cc, prep.stats.w_cc, fixed_ab)
+                                        prep.stats.h_cc, prep.stats.w_cc, fixed_ab, strict=locked_of >= 0)
         weights = (lab[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
         fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
         if (placed_of >= 0).any():

@@ -118,3 +118,18 @@ def test_a_locked_line_keeps_the_components_near_it(locked_v: float, stays: bool
     last = comp == comp.max()
     assert (out[last] == (1 if stays else 0)).all()
     assert (out[~last] == lab[~last]).all()
+
+
+@pytest.mark.parametrize("given_v, stays", [(150.0, True), (157.0, False), (200.0, False)])
+def test_an_anchored_line_keeps_the_components_on_it_only(given_v: float, stays: bool) -> None:
+    # Issue 24, anchor_place: row 1 is an anchored line (a file's, left free: not strict).
+    # The sagging word stays only where the line passes within half a text height of it
+    # (150); at 157 the line is nearer it than row 0's local row, but for a line EM refined
+    # that is no reason to keep it (the first rule alone).
+    uv, comp, lab = _rows(_two_rows(145.0))
+    fixed = np.array([[np.nan, np.nan], [0.0, given_v]])
+    out = follow_local_rows(uv, comp, np.zeros(len(lab), bool), lab, 2, H_CC, W_CC, fixed,
+                            strict=np.array([False, False]))
+    last = comp == comp.max()
+    assert (out[last] == (1 if stays else 0)).all()
+    assert (out[~last] == lab[~last]).all()

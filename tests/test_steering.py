@@ -909,3 +909,28 @@ def test_stage_8_keeps_an_anchored_line_where_em_left_it(prep, label_file, place
         assert offset < 0.02 * prep.stats.h_cc, offset
     else:
         assert offset > 0.2 * prep.stats.h_cc, offset  # back on its ink
+
+
+@pytest.mark.parametrize("place", [True, False])
+def test_stage_8_holds_the_components_on_an_anchored_line(prep, label_file, place, monkeypatch):
+    """With anchor_place the local rows of stage 8 (follow_local_rows) see each anchored line
+    as a given row that keeps the components on it (the first rule only: not strict, as a
+    locked line is); without, as a free line."""
+    from engine import postprocess
+
+    seen = []
+    real = postprocess.follow_local_rows
+
+    def spy(uv, comp, small, lab, n_groups, h_cc, w_cc, fixed=None, strict=None):
+        seen.append((fixed, strict))
+        return real(uv, comp, small, lab, n_groups, h_cc, w_cc, fixed, strict)
+
+    monkeypatch.setattr(postprocess, "follow_local_rows", spy)
+    params = Parameters().replace(anchor_place=place)
+    lines = read_initial_lines(label_file, prep)
+    *_, end = pipeline.run_em(prep, lines, params=params)
+    pipeline.finish(prep, end, params)
+    assert seen
+    held = sum(int(np.isfinite(fixed[:, 0]).sum()) for fixed, _ in seen)  # over the regions
+    assert held == (len(lines) if place else 0)
+    assert not any(strict.any() for _, strict in seen)  # no line is locked here
