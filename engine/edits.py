@@ -114,17 +114,24 @@ def _rows(lines: LineSet) -> list[dict]:
     return [_row(lines, i) for i in range(len(lines))]
 
 
+def given_sigma_s(prep: Preparation, length: float) -> float:
+    """sigma_s (pixels) of a line the user or a file gives ``length`` pixels long: a quarter
+    of it (its ends at c +- 2 sigma_s). They say how long the line is: no floor in ``W_cc``
+    (the M-step's, for lines fitted to ink), only the sigma_t floor, so that a line of one
+    point still has an extent and one over a word or two is not stretched to a ``W_cc``
+    either side of its middle."""
+    return max(length / 4.0, line_floors(prep.stats, prep.params)[0])
+
+
 def _placed(prep: Preparation, lines: LineSet, row: dict, segment: np.ndarray, region: int) -> dict:
     """``row`` moved onto ``segment`` in ``region``: a, b, c (and phi) from the segment;
-    sigma_s from its length unless that is the row's own (4 sigma_s, to 0.01 px). The
-    user says how long the line is: no floor in ``W_cc`` (the M-step's), only the sigma_t
-    floor (as :func:`engine.initial_io.lines_from_page_segments`), so that a line drawn over
-    a word or two is not stretched to a ``W_cc`` either side of its middle."""
+    sigma_s from its length (:func:`given_sigma_s`) unless that is the row's own (4 sigma_s,
+    to 0.01 px)."""
     phi = float(prep.regions[region].phi) if prep.regions else float(row["phi"])
     a, b, c, length = segment_geometry(segment, phi, lines.rotation_invariant)
     out = dict(row, a=a, b=b, c=c, region=region, phi=phi)
     if abs(length - 4.0 * float(row["sigma_s"])) > 0.01:
-        out["sigma_s"] = max(length / 4.0, line_floors(prep.stats, prep.params)[0])
+        out["sigma_s"] = given_sigma_s(prep, length)
     return out
 
 

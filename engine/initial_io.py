@@ -147,7 +147,7 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
     at least, and its anchor took those ends as the file's: on cremma20 10_c71ca, whose
     crossings-out make ``W_cc`` 351 px, a 160 px page number took 27k pixels of the two rows
     below it. Only the sigma_t floor (``sigma_t_floor x H_cc``) remains, so that a line of
-    one point still has an extent."""
+    one point still has an extent (:func:`engine.edits.given_sigma_s`)."""
     rot_inv = prep.params.regression == "rotation_invariant"
     segments = np.asarray(segments, np.float64).reshape(-1, 2, 2)
     floor_t = line_floors(prep.stats, prep.params)[0]
@@ -158,7 +158,7 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
         a, b, c, length = edits.segment_geometry(seg, phi, rot_inv)
         for k, v in zip(("a", "b", "c", "region", "phi"), (a, b, c, region, phi), strict=True):
             rows[k].append(v)
-        rows["sigma_s"].append(max(length / 4.0, floor_t))
+        rows["sigma_s"].append(edits.given_sigma_s(prep, length))
         rows["sigma_t"].append(max(st if np.isfinite(st) else prep.stats.h_cc / 2.0, floor_t))
     region = np.array(rows["region"], np.int32)
     counts = np.bincount(region, minlength=len(prep.regions)).astype(float)

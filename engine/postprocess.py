@@ -1148,24 +1148,21 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         # Issue 24: the groups that are a locked line (it merges with none: a group alone).
         fixed = np.zeros(n_groups, bool)
         fixed[group[sub.locked]] = True
-        locked_of = np.full(n_groups, -1, np.int64)
-        locked_of[group[sub.locked]] = own[sub.locked]
         # A group with a line another tool's file gave (issue 24) stays anchored.
         given = np.zeros(n_groups, bool)
         given[group[sub.anchored & ~sub.locked]] = True
-        # The groups whose line keeps its place (a, b, c, sigma_s) and the components on it
-        # (follow_local_rows): the locked ones and, with anchor_place, the anchored ones (a
-        # group holds at most one given line).
-        placed_of = locked_of.copy()
+        # The line (its row in ``lines``, -1: none) whose place (a, b, c, sigma_s) and
+        # components (follow_local_rows) a group keeps: its locked line and, with anchor_place,
+        # its anchored one (a group holds at most one given line; a locked one wins).
+        placed_of = np.full(n_groups, -1, np.int64)
         if params.anchor_place:
             anchored = sub.anchored & ~sub.locked
-            free_group = locked_of[group[anchored]] < 0
-            placed_of[group[anchored][free_group]] = own[anchored][free_group]
+            placed_of[group[anchored]] = own[anchored]
+        placed_of[group[sub.locked]] = own[sub.locked]
         if split:
             lab, n_groups = split_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
                                        prep.stats.h_cc, prep.stats.w_cc, params, fixed)
             fixed = np.r_[fixed, np.zeros(n_groups - len(fixed), bool)]
-            locked_of = np.r_[locked_of, np.full(n_groups - len(locked_of), -1, np.int64)]
             placed_of = np.r_[placed_of, np.full(n_groups - len(placed_of), -1, np.int64)]
             given = np.r_[given, np.zeros(n_groups - len(given), bool)]
             if params.follow_local_rows:
@@ -1173,7 +1170,7 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
                 fixed_ab = np.full((n_groups, 2), np.nan)
                 fixed_ab[placed] = np.stack([lines.a[placed_of[placed]], lines.b[placed_of[placed]]], axis=1)
                 lab = follow_local_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
-                                        prep.stats.h_cc, prep.stats.w_cc, fixed_ab, strict=locked_of >= 0)
+                                        prep.stats.h_cc, prep.stats.w_cc, fixed_ab, strict=fixed)
         weights = (lab[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
         fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
         if (placed_of >= 0).any():
