@@ -13,7 +13,9 @@ match score. For the worst pages of a benchmark run: open the PNG, name the caus
 the ground truth's lines locked, as ``bench/steering.py`` (d)); with ground truth it then
 also says where the wrong ink is: on components the ground truth splits between lines, on
 diacritic-sized ones, on others; and on components whose samples EM gave to another line
-than the ground truth's, or that stage 8 moved.
+than the ground truth's, or that stage 8 moved; and, of the components the ground truth keeps
+on one line, how much stage 8 split between lines and how much lies on components none of
+whose samples EM put on the ground truth's line.
 """
 
 from __future__ import annotations
@@ -65,6 +67,26 @@ def where_the_wrong_ink_is(prep, seg, gt: np.ndarray, scored: np.ndarray) -> Non
           f"{int(((c > 0) & (gt_lines_of[c] > 1)).sum())}, diacritic-sized {int(((c > 0) & small[c]).sum())}; "
           f"samples on another line (EM) {int(((c > 0) & (n[c] > 0) & (right[c] < 0.5)).sum())}, "
           f"samples right, pixels moved (stage 8) {int(((c > 0) & (right[c] >= 0.5)).sum())}")
+    # The same wrong ink by what stage 8 did with its component, where the ground truth keeps
+    # the component on one line: split it between lines (a stroke reaching into another
+    # line's core), or gave it whole to a line none of its samples was on in the ground
+    # truth's terms (EM put every sample on another line: marks between two rows).
+    n_comp = len(gt_lines_of)
+    on_c = on & (comps > 0)
+    cp, gp, pp = comps[on_c], gt[on_c], pred[on_c]
+    pairs = np.unique(np.stack([cp, pp]), axis=1)
+    pred_lines_of = np.bincount(pairs[0], minlength=n_comp)
+    gt_line_of = np.zeros(n_comp, np.int64)
+    gt_line_of[cp] = gp  # one ground-truth line where gt_lines_of == 1
+    s_gt_line = line_of_pred[np.maximum(seg.sample_labels, 0) + 1]
+    s_gt_line[seg.sample_labels < 0] = -1
+    has_gt_line = np.zeros(n_comp, bool)
+    hit = s_gt_line == gt_line_of[prep.sample_component]
+    has_gt_line[prep.sample_component[hit]] = True
+    whole = (c > 0) & (gt_lines_of[c] == 1)
+    print(f"  on components the ground truth keeps on one line: {int(whole.sum())}; of it split between "
+          f"lines by stage 8 {int((whole & (pred_lines_of[c] > 1)).sum())}, on components none of whose "
+          f"samples EM put on the ground truth's line {int((whole & (n[c] > 0) & ~has_gt_line[c]).sum())}")
     inter = conf[np.arange(1, len(best) + 1), best]
     size = conf[1:].sum(axis=1) + np.array([(pred[scored] == b).sum() for b in best]) - inter
     scores = inter / np.maximum(size, 1)

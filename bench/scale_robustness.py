@@ -1,8 +1,8 @@
-"""Does a page scanned at another resolution segment as well? Each dev page, and the same page
-downscaled, each scored against its own ground truth.
+"""Does a page scanned at another resolution, or saved as JPEG, segment as well? Each dev page,
+and the same page downscaled (and/or re-saved as JPEG), each scored against its own ground truth.
 
     python bench/scale_robustness.py [--data DIR] [--sets poilus-dev,kraken-sample] [--scale 0.5]
-                                     [--limit N] [--jobs 2] [--set NAME=VALUE ...]
+                                     [--jpeg QUALITY] [--limit N] [--jobs 2] [--set NAME=VALUE ...]
                                      [--scaled-set NAME=VALUE ...] [--out CSV]
 
 Other archives scan at other resolutions (150-200 dpi is common; the dev pages are 300-400):
@@ -17,6 +17,10 @@ own Otsu ink; a label image's labelled pixels on the page's Otsu ink at both res
 not every labelled pixel as run_bench scores them, since a resized label image's pixels no
 longer fall on the smaller page's ink). Prints FM / line IU % per page and per set, and the lines found, for both.
 Not a timing: nothing here is timed.
+
+``--jpeg QUALITY`` saves the second page as a JPEG of that quality (OpenCV, grey) instead of
+a PNG: archives deliver binarised scans as JPEG too. With ``--scale 1`` the page keeps its
+pixels and its ground truth.
 """
 
 from __future__ import annotations
@@ -78,22 +82,25 @@ def _segment_and_score(image: Path, gt: Path, params: Any) -> tuple[Any, Any, in
 
 def run_page(task: tuple[str, str, str, float, dict[str, Any], dict[str, Any], str]) -> dict[str, Any]:
     """One page at its own resolution and at ``scale``; in a worker process."""
-    set_name, image, gt, scale, overrides, scaled_overrides, tmp = task
+    set_name, image, gt, scale, overrides, scaled_overrides, tmp, jpeg = task
     import cv2
 
     from engine.params import Parameters
 
     params = Parameters().replace(**overrides)
     image, gt = Path(image), Path(gt)
-    row: dict[str, Any] = {"set": set_name, "page": image.stem, "scale": scale, "error": ""}
+    row: dict[str, Any] = {"set": set_name, "page": image.stem, "scale": scale, "jpeg": jpeg, "error": ""}
     try:
         full = _segment_and_score(image, gt, params)
         stored = cv2.imread(str(image), cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
         h, w = stored.shape
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
-        small_image = Path(tmp) / f"{image.stem}.png"
-        cv2.imwrite(str(small_image), cv2.resize(stored, size, interpolation=cv2.INTER_AREA))
-        if gt.suffix.lower() == ".xml":
+        small_image = Path(tmp) / f"{image.stem}.{'jpg' if jpeg else 'png'}"
+        pixels = stored if scale == 1.0 else cv2.resize(stored, size, interpolation=cv2.INTER_AREA)
+        cv2.imwrite(str(small_image), pixels, [cv2.IMWRITE_JPEG_QUALITY, jpeg] if jpeg else [])
+        if scale == 1.0:  # the same pixels: the same ground truth
+            small_gt = gt
+        elif gt.suffix.lower() == ".xml":
             small_gt = Path(tmp) / f"{image.stem}.xml"
             small_gt.write_text(scale_xml(gt.read_text(encoding="utf-8"), scale), encoding="utf-8")
         else:  # a label image: each pixel's line, resized without mixing labels
@@ -115,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", help="comma-separated sets (default: all)")
-    ap.add_argument("--scale", type=float, default=0.5, help="resize factor, 0 < scale < 1 (default 0.5)")
+    ap.add_argument("--scale", type=float, default=0.5,
+                    help="resize factor, 0 < scale < 1 (default 0.5); 1 with --jpeg")
+    ap.add_argument("--jpeg", type=int, default=0, metavar="QUALITY",
+                    help="save the second page as JPEG of this quality (1-100) instead of PNG")
     ap.add_argument("--limit", type=int, default=None, help="at most N pages per set")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE")
@@ -123,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="a parameter for the scaled page's run only (after --set)")
     ap.add_argument("--out", type=Path, default=None, help="per-page CSV")
     args = ap.parse_args(argv)
-    if not 0.0 < args.scale < 1.0:
-        ap.error(f"--scale must lie between 0 and 1, got {args.scale}")
+    if not 0.0 < args.scale < 1.0 and not (args.scale == 1.0 and args.jpeg):
+        ap.error(f"--scale must lie between 0 and 1 (1 only with --jpeg), got {args.scale}")
+    if not 0 <= args.jpeg <= 100:
+        ap.error(f"--jpeg must be a quality from 1 to 100, got {args.jpeg}")
+    tag = f"x{args.scale}" + (f" JPEG {args.jpeg}" if args.jpeg else "")
     from engine.metric import combine, combine_lines
 
     overrides = parse_set(args.set_)
@@ -134,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tlseg-scale-") as tmp, ProcessPoolExecutor(args.jobs) as pool:
         for set_name, pages in sets.items():
             pages = pages[: args.limit] if args.limit else pages
-            tasks = [(set_name, str(i), str(g), args.scale, overrides, scaled_overrides, tmp) for i, g in pages]
+            tasks = [(set_name, str(i), str(g), args.scale, overrides, scaled_overrides, tmp, args.jpeg)
+                     for i, g in pages]
             done = []
             for row in pool.map(run_page, tasks):
                 rows.append(row)
@@ -144,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 done.append(row)
                 print(f"{set_name} {row['page']}: FM / line IU % {100 * row['full_FM']:.1f} / "
                       f"{100 * row['full_line_IU']:.1f} ({row['full_lines']} lines, H_cc {row['full_h_cc']:.0f}) "
-                      f"-> x{args.scale}: {100 * row['scaled_FM']:.1f} / {100 * row['scaled_line_IU']:.1f} "
+                      f"-> {tag}: {100 * row['scaled_FM']:.1f} / {100 * row['scaled_line_IU']:.1f} "
                       f"({row['scaled_lines']} lines, H_cc {row['scaled_h_cc']:.0f})", flush=True)
             if done:
                 figures = []
@@ -153,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
                     line = combine_lines(r[f"{name}_line"] for r in done)
                     figures.append(f"{100 * contest.fm:.1f} / {100 * line.line_iu:.1f}")
                 print(f"{set_name} ({len(done)} of {len(pages)} pages scored): {figures[0]} -> "
-                      f"x{args.scale}: {figures[1]}", flush=True)
+                      f"{tag}: {figures[1]}", flush=True)
     if args.out:
-        keys = ["set", "page", "scale", "full_FM", "full_line_IU", "full_lines", "full_h_cc",
+        keys = ["set", "page", "scale", "jpeg", "full_FM", "full_line_IU", "full_lines", "full_h_cc",
                 "scaled_FM", "scaled_line_IU", "scaled_lines", "scaled_h_cc", "error"]
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("w", newline="") as fh:

@@ -308,7 +308,8 @@ class Segmentation:
 @dataclass(frozen=True)
 class Page:
     """A loaded page: ``gray`` uint8 ``(H, W)`` (EXIF orientation applied), ``bilevel`` when
-    the file holds only two levels (then ink is ``gray < 128``), the ``path`` it came from,
+    the file is black and white, up to lossy compression (then ink is ``gray < 128``;
+    :func:`engine.io.load_page`), the ``path`` it came from,
     and its ``colour`` when it has any."""
 
     gray: np.ndarray

@@ -56,8 +56,9 @@ def test_png_rgba_composited_on_white(tmp_path):
 def test_png_palette(tmp_path):
     idx = np.zeros((12, 12), np.uint8)
     idx[3:6] = 1
+    idx[8:10] = 2  # a mid grey: a grey page, not a black and white one
     im = Image.fromarray(idx, "P")
-    im.putpalette([255, 255, 255, 0, 0, 128] + [0] * 762)
+    im.putpalette([255, 255, 255, 0, 0, 128, 120, 120, 120] + [0] * 759)
     im.save(tmp_path / "pal.png")
     page = load_page(tmp_path / "pal.png")
     assert page.gray[0, 0] == 255
