@@ -45,6 +45,24 @@ _POINTS = re.compile(r'((?:points|POINTS|BASELINE)=)"([^"]*)"')
 _BOX = re.compile(r'( (?:HPOS|VPOS|WIDTH|HEIGHT|imageWidth|imageHeight)=)"([\d.]+)"')
 
 
+def rotate_xml(text: str, matrix: Any) -> str:
+    """PAGE or ALTO XML ``text`` with every polygon and baseline point moved by the 2 x 3
+    affine ``matrix`` (a rotation of the page) and rounded to whole pixels (ALTO boxes, which
+    cannot turn, are left as they are: the polygons are what is scored)."""
+    def points(m: re.Match) -> str:
+        raw = m.group(2)
+        nums = [float(v) for v in re.split(r"[ ,]+", raw.strip()) if v]
+        sep = "," if "," in raw else " "
+        moved = []
+        for i in range(0, len(nums) - 1, 2):
+            x, y = nums[i], nums[i + 1]
+            moved.append(f"{round(matrix[0][0] * x + matrix[0][1] * y + matrix[0][2])}{sep}"
+                         f"{round(matrix[1][0] * x + matrix[1][1] * y + matrix[1][2])}")
+        return f'{m.group(1)}"{" ".join(moved)}"'
+
+    return _POINTS.sub(points, text)
+
+
 def scale_xml(text: str, scale: float) -> str:
     """PAGE or ALTO XML ``text`` with every coordinate (polygon and baseline points, ALTO
     boxes, the page's size) multiplied by ``scale`` and rounded to whole pixels."""
@@ -82,14 +100,15 @@ def _segment_and_score(image: Path, gt: Path, params: Any) -> tuple[Any, Any, in
 
 def run_page(task: tuple[str, str, str, float, dict[str, Any], dict[str, Any], str]) -> dict[str, Any]:
     """One page at its own resolution and at ``scale``; in a worker process."""
-    set_name, image, gt, scale, overrides, scaled_overrides, tmp, jpeg = task
+    set_name, image, gt, scale, overrides, scaled_overrides, tmp, jpeg, rotate = task
     import cv2
 
     from engine.params import Parameters
 
     params = Parameters().replace(**overrides)
     image, gt = Path(image), Path(gt)
-    row: dict[str, Any] = {"set": set_name, "page": image.stem, "scale": scale, "jpeg": jpeg, "error": ""}
+    row: dict[str, Any] = {"set": set_name, "page": image.stem, "scale": scale, "jpeg": jpeg, "rotate": rotate,
+                           "error": ""}
     try:
         full = _segment_and_score(image, gt, params)
         stored = cv2.imread(str(image), cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
@@ -97,8 +116,24 @@ def run_page(task: tuple[str, str, str, float, dict[str, Any], dict[str, Any], s
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
         small_image = Path(tmp) / f"{image.stem}.{'jpg' if jpeg else 'png'}"
         pixels = stored if scale == 1.0 else cv2.resize(stored, size, interpolation=cv2.INTER_AREA)
+        matrix = None
+        if rotate:
+            # Turned about the page's centre, the corners filled white (a scanner's white lid);
+            # a black and white page stays black and white.
+            two_level = not ((stored > 0) & (stored < 255)).any()
+            matrix = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), rotate, 1.0)
+            pixels = cv2.warpAffine(stored, matrix, (w, h), borderValue=255,
+                                    flags=cv2.INTER_NEAREST if two_level else cv2.INTER_LINEAR)
         cv2.imwrite(str(small_image), pixels, [cv2.IMWRITE_JPEG_QUALITY, jpeg] if jpeg else [])
-        if scale == 1.0:  # the same pixels: the same ground truth
+        if rotate and gt.suffix.lower() == ".xml":
+            small_gt = Path(tmp) / f"{image.stem}.xml"
+            small_gt.write_text(rotate_xml(gt.read_text(encoding="utf-8"), matrix), encoding="utf-8")
+        elif rotate:
+            small_gt = Path(tmp) / f"{image.stem}.gt.png"
+            labels = cv2.imread(str(gt), cv2.IMREAD_UNCHANGED)
+            cv2.imwrite(str(small_gt), cv2.warpAffine(labels, matrix, (w, h), flags=cv2.INTER_NEAREST,
+                                                      borderValue=0))
+        elif scale == 1.0:  # the same pixels: the same ground truth
             small_gt = gt
         elif gt.suffix.lower() == ".xml":
             small_gt = Path(tmp) / f"{image.stem}.xml"
@@ -126,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="resize factor, 0 < scale < 1 (default 0.5); 1 with --jpeg")
     ap.add_argument("--jpeg", type=int, default=0, metavar="QUALITY",
                     help="save the second page as JPEG of this quality (1-100) instead of PNG")
+    ap.add_argument("--rotate", type=float, default=0.0, metavar="DEG",
+                    help="turn the second page by DEG degrees (counter-clockwise; with --scale 1), "
+                         "its ground truth alike")
     ap.add_argument("--limit", type=int, default=None, help="at most N pages per set")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE")
@@ -133,11 +171,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="a parameter for the scaled page's run only (after --set)")
     ap.add_argument("--out", type=Path, default=None, help="per-page CSV")
     args = ap.parse_args(argv)
-    if not 0.0 < args.scale < 1.0 and not (args.scale == 1.0 and args.jpeg):
-        ap.error(f"--scale must lie between 0 and 1 (1 only with --jpeg), got {args.scale}")
+    if not 0.0 < args.scale < 1.0 and not (args.scale == 1.0 and (args.jpeg or args.rotate)):
+        ap.error(f"--scale must lie between 0 and 1 (1 only with --jpeg or --rotate), got {args.scale}")
+    if args.rotate and args.scale != 1.0:
+        ap.error("--rotate goes with --scale 1")
     if not 0 <= args.jpeg <= 100:
         ap.error(f"--jpeg must be a quality from 1 to 100, got {args.jpeg}")
-    tag = f"x{args.scale}" + (f" JPEG {args.jpeg}" if args.jpeg else "")
+    tag = (f"x{args.scale}" + (f" JPEG {args.jpeg}" if args.jpeg else "")
+           + (f" turned {args.rotate} deg" if args.rotate else ""))
     from engine.metric import combine, combine_lines
 
     overrides = parse_set(args.set_)
@@ -147,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tlseg-scale-") as tmp, ProcessPoolExecutor(args.jobs) as pool:
         for set_name, pages in sets.items():
             pages = pages[: args.limit] if args.limit else pages
-            tasks = [(set_name, str(i), str(g), args.scale, overrides, scaled_overrides, tmp, args.jpeg)
-                     for i, g in pages]
+            tasks = [(set_name, str(i), str(g), args.scale, overrides, scaled_overrides, tmp, args.jpeg,
+                      args.rotate) for i, g in pages]
             done = []
             for row in pool.map(run_page, tasks):
                 rows.append(row)
@@ -169,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{set_name} ({len(done)} of {len(pages)} pages scored): {figures[0]} -> "
                       f"{tag}: {figures[1]}", flush=True)
     if args.out:
-        keys = ["set", "page", "scale", "jpeg", "full_FM", "full_line_IU", "full_lines", "full_h_cc",
+        keys = ["set", "page", "scale", "jpeg", "rotate", "full_FM", "full_line_IU", "full_lines", "full_h_cc",
                 "scaled_FM", "scaled_line_IU", "scaled_lines", "scaled_h_cc", "error"]
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("w", newline="") as fh:

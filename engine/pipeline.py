@@ -104,8 +104,9 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
             else None)
     block_angles: dict[int, float] = {}
     mixed_parts: dict[int, int] = {}
+    split_parts: dict[int, int] = {}
     sample_region, edges = _regions.find_regions(samples, triangles, stats, params, axes, block_angles,
-                                                 mixed_parts)
+                                                 mixed_parts, split_parts)
     tick("regions")
     say("initial lines")
     sample_heights = heights[sample_component]  # (N,) pixels: stage 6's small marks, the fill's letters
@@ -123,7 +124,8 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
         joined = _blocks.merge_parallel_blocks(sample_region, kept, frames, _regions.SPLIT_ANGLE,
                                                _regions.BLOCK_SAMPLES * params.min_region_samples,
                                                _regions._FAR_ANGLE, samples, stats.h_cc,
-                                               params.orientation_range, mixed_parts, params.small_parts_frame)
+                                               params.orientation_range, mixed_parts, params.small_parts_frame,
+                                               split_parts)
         old_of_new, changed = np.arange(n_regions), []
         if joined is not None:
             sample_region, old_of_new, changed = _blocks.renumber_blocks(sample_region, joined)

@@ -35,7 +35,8 @@ def region_threshold(stats: ComponentStats, params: Parameters) -> float:
 def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentStats,
                  params: Parameters, sample_axis: np.ndarray | None = None,
                  block_angles: dict[int, float] | None = None,
-                 mixed_parts: dict[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 mixed_parts: dict[int, int] | None = None,
+                 split_parts: dict[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Region index of every sample ``(N,)`` (0..R-1, regions ordered by their top-left
     sample) and the MRF edges ``(E, 2)``: Delaunay edges of kept triangles inside one region.
     ``sample_axis (N,)``: the direction (degrees) of the sample's component where it is a long
@@ -46,7 +47,10 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
     ``mixed_parts``, if given (with ``Parameters.mixed_parts_frame``), receives each final
     region kept apart although its line contrast at the main text's angle is not low enough
     (:func:`keep_distinct_parts`), mapped to the region of the part it was split from:
-    engine.blocks.merge_parallel_blocks folds it back unless its frame agrees with its angle."""
+    engine.blocks.merge_parallel_blocks folds it back unless its frame agrees with its angle.
+    ``split_parts``, if given, receives every final region the orientation split kept apart,
+    mapped to the region it was split from (engine.blocks.merge_parallel_blocks folds it back
+    when its frame search found no evidence for its angle)."""
     n = len(samples)
     if n == 0:
         return np.zeros(0, np.int32), np.zeros((0, 2), np.int32)
@@ -67,6 +71,7 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
             edges = np.concatenate([edges, joins])
             label = _components(edges, n)
     label = _merge_small(samples, label, params.min_region_samples)
+    parents: dict[int, int] = {}  # part kept apart -> the part it was split from
     if (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
         # Blocks written at different angles that touch (a side note against the main text)
         # form one region, and one frame angle cannot fit both: cut the region's edges
@@ -90,7 +95,8 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
             label = keep_distinct_parts(samples, label, split, scale, params.min_region_samples,
                                         None, in_block,
                                         far_angle=0.0 if params.small_parts_frame else _FAR_ANGLE,
-                                        mixed=mixed if params.mixed_parts_frame and params.block_boundaries else None)
+                                        mixed=mixed if params.mixed_parts_frame and params.block_boundaries else None,
+                                        parents=parents)
     # Renumber regions 0..R-1 in raster order of their first sample (samples are in raster order).
     _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
     rank = np.argsort(np.argsort(first))
@@ -102,6 +108,11 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
             at_p, at_main = np.flatnonzero(label == p), np.flatnonzero(label == main)
             if len(at_p) and len(at_main):
                 mixed_parts[int(region[at_p[0]])] = int(region[at_main[0]])
+    if split_parts is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
+        for p, main in parents.items():
+            at_p, at_main = np.flatnonzero(label == p), np.flatnonzero(label == main)
+            if len(at_p) and len(at_main) and region[at_p[0]] != region[at_main[0]]:
+                split_parts[int(region[at_p[0]])] = int(region[at_main[0]])
     if block_angles is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
         for r in range(int(region.max()) + 1):
             angles = block_angle[region == r]
@@ -219,7 +230,8 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
                         scale: dict[int, float], min_samples: int,
                         elongation: tuple[ComponentStats, Parameters] | None = None,
                         in_block: np.ndarray | None = None, far_angle: float | None = None,
-                        mixed: dict[int, int] | None = None) -> np.ndarray:
+                        mixed: dict[int, int] | None = None, parents: dict[int, int] | None = None
+                        ) -> np.ndarray:
     """``part`` with every part that is not its region's largest folded into that largest one
     unless its own text angle fits it clearly better than the largest part's angle: the line
     contrast of the whole part at the largest part's angle under ``KEEP_RATIO`` x its best.
@@ -237,7 +249,8 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
     is kept, and ``mixed[part] = main part``: the split's cells straddle a junction, so a
     narrow note's part also holds the main text's row ends, and their rows raise its contrast
     at the main text's angle (moc_train_9: a column at 89 deg beside a block at -27 deg, ratio
-    0.65). Its frame decides (engine.blocks.merge_parallel_blocks, ``mixed_parts_frame``)."""
+    0.65). Its frame decides (engine.blocks.merge_parallel_blocks, ``mixed_parts_frame``).
+    ``parents`` (a dict, filled here): every part kept apart -> the main part it was split from."""
     part = part.copy()
     for r in range(int(region.max()) + 1):
         idx = np.flatnonzero(region == r)
@@ -290,6 +303,8 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
                 part[members] = main
                 if mixed is not None:
                     mixed.pop(int(p), None)
+            elif p != main and parents is not None:
+                parents[int(p)] = int(main)
     return part
 
 

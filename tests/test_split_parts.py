@@ -1,0 +1,86 @@
+"""A part the orientation split set apart whose frame found no evidence for its angle goes
+back to the block it was split from (``engine.blocks.merge_parallel_blocks``,
+``split_parts``). On a skewed scan (poilus AN_0001-0 turned by 3 degrees) the stamp, the
+margin notes and the first words of three rows, 588 samples, were kept apart; the frame
+search gave them the page's direction (``Region.page_direction``, 0 deg beside the text's
+-3.75), such blocks joined no neighbour, and their lines crossed the rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from synthetic import narrow_column_page
+
+from engine.blocks import merge_parallel_blocks
+from engine.model import Region
+from engine.params import Parameters
+from engine.pipeline import prepare
+from engine.regions import keep_distinct_parts
+
+MIN_SAMPLES = Parameters().min_region_samples
+
+
+def _two_blocks(n0: int = 300, n1: int = 120) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's block ``(n0 + n1,)`` and MRF edges inside each block ``(E, 2)``."""
+    region = np.r_[np.zeros(n0, np.int32), np.ones(n1, np.int32)]
+    edges = np.r_[np.c_[np.arange(n0 - 1), np.arange(1, n0)],
+                  np.c_[np.arange(n0, n0 + n1 - 1), np.arange(n0 + 1, n0 + n1)]]
+    return region, edges
+
+
+def _regions(phi0: float, phi1: float, direction0: bool, direction1: bool, n0: int = 300,
+             n1: int = 120) -> tuple[Region, Region]:
+    return (Region(0, math.radians(phi0), (0, 0, 1, 1), n0, direction0),
+            Region(1, math.radians(phi1), (0, 0, 1, 1), n1, direction1))
+
+
+def test_a_split_part_framed_at_the_page_direction_goes_back() -> None:
+    region, edges = _two_blocks()
+    regions = _regions(-3.75, 0.0, False, True)
+    joined = merge_parallel_blocks(region, edges, regions, 15.0, split_parts={1: 0})
+    assert joined is not None and (joined == 0).all()
+    assert (region[300:] == 1).all()  # the caller's array is not changed
+    # Without the record of the split it stays apart: page-direction blocks join nothing.
+    assert merge_parallel_blocks(region, edges, regions, 15.0) is None
+    assert merge_parallel_blocks(region, edges, regions, 15.0, split_parts={}) is None
+
+
+def test_a_split_part_stays_apart_when_its_frame_is_far_or_has_evidence() -> None:
+    region, edges = _two_blocks()
+    split = {1: 0}
+    # Frames farther apart than max_gap (the text steep, the part at the page's direction).
+    assert merge_parallel_blocks(region, edges, _regions(-30.0, 0.0, False, True), 15.0,
+                                 split_parts=split) is None
+    # Both at the page's direction: neither frame says where the text runs.
+    assert merge_parallel_blocks(region, edges, _regions(0.0, 0.0, True, True), 15.0,
+                                 split_parts=split) is None
+    # The part's frame is its own estimate (not the page's direction): its angle stood.
+    assert merge_parallel_blocks(region, edges, _regions(-3.75, 0.0, False, False), 15.0,
+                                 split_parts=split) is None
+    # Angles are read modulo 180: -89 and +89 deg are 2 deg apart.
+    joined = merge_parallel_blocks(region, edges, _regions(-89.0, 89.0, False, True), 15.0,
+                                   split_parts=split)
+    assert joined is not None and (joined == 0).all()
+
+
+def test_keep_distinct_parts_records_the_part_each_kept_part_came_from() -> None:
+    """The narrow column beside rows at -25 deg (tests/test_mixed_parts.py) is kept apart by
+    its line contrast; ``parents`` names the rows' part as the one it was split from."""
+    page, block = narrow_column_page(0)
+    prep = prepare(page.image, Parameters())
+    xy = np.rint(prep.samples).astype(int)
+    line = page.labels[xy[:, 1], xy[:, 0]]
+    on = line > 0
+    samples, line = prep.samples[on], line[on]
+    part = (block[line - 1] == 1).astype(np.int64)
+    region = np.zeros(len(samples), np.int64)
+    parents: dict[int, int] = {}
+    kept = keep_distinct_parts(samples, region, part, {0: prep.stats.h_cc}, MIN_SAMPLES,
+                               far_angle=0.0, parents=parents)
+    assert np.array_equal(kept, part) and parents == {1: 0}
+    # A part folded into the main one is not recorded.
+    parents = {}
+    folded = keep_distinct_parts(samples, region, np.zeros_like(part), {0: prep.stats.h_cc},
+                                 MIN_SAMPLES, far_angle=0.0, parents=parents)
+    assert (folded == 0).all() and parents == {}
