@@ -61,12 +61,13 @@ class RowPitch:
                 "correlation": round(self.correlation, 3) if ok else None, "source": self.source}
 
 
-def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
-                 ) -> tuple[float, float, float]:
+def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None,
+                 few_rows: bool = False) -> tuple[float, float, float]:
     """Row pitch of points whose across-text positions are ``v`` ``(n,)`` (pixels): the
     period of their profile in bins of ``H_cc / 4`` (:func:`engine.initial_lines.line_pitch`),
     the rows' phase (the circular mean of ``v`` at that period) and the autocorrelation
-    there. ``(pitch, phase, correlation)``, NaN each when there is no period."""
+    there. ``(pitch, phase, correlation)``, NaN each when there is no period. ``few_rows``:
+    see :func:`engine.initial_lines.line_pitch`."""
     nan = (math.nan, math.nan, math.nan)
     if len(v) < 8 or h_cc <= 0:
         return nan
@@ -74,7 +75,7 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
     lo = float(v.min())
     idx = ((v - lo) / bin_w).astype(np.int64)
     profile = np.bincount(idx, weights=weights).astype(np.float64)
-    lag = line_pitch(profile, _MIN_PITCH_HCC / _BIN_HCC, _MAX_PITCH_HCC / _BIN_HCC)
+    lag = line_pitch(profile, _MIN_PITCH_HCC / _BIN_HCC, _MAX_PITCH_HCC / _BIN_HCC, few_rows)
     if not math.isfinite(lag):
         return nan
     p = profile - profile.mean()
@@ -87,10 +88,11 @@ def across_pitch(v: np.ndarray, h_cc: float, weights: np.ndarray | None = None
     return pitch, phase % pitch, corr
 
 
-def page_rows(samples: np.ndarray, h_cc: float) -> tuple[float, float, float, float]:
+def page_rows(samples: np.ndarray, h_cc: float, few_rows: bool = False) -> tuple[float, float, float, float]:
     """The page's dominant text angle (degrees, the angle whose across profile shows lines
     best, as :func:`engine.regions.text_scale` finds it) and its rows' pitch, phase and
-    correlation there (:func:`across_pitch`). NaN pitch where the page shows no rows."""
+    correlation there (:func:`across_pitch`, ``few_rows`` passed on). NaN pitch where the page
+    shows no rows."""
     from .regions import _FINE_ANGLES, contrast_curve  # regions imports this module
 
     if len(samples) < 8 or h_cc <= 0:
@@ -100,7 +102,7 @@ def page_rows(samples: np.ndarray, h_cc: float) -> tuple[float, float, float, fl
     radius = float(np.sqrt((d**2).sum(axis=1)).max()) + 1.0
     deg = float(_FINE_ANGLES[int(np.argmax(contrast_curve(d, radius, h_cc, _FINE_ANGLES)))])
     v = to_region_frame(samples.astype(np.float64), math.radians(deg))[:, 1]
-    return (deg, *across_pitch(v, h_cc))
+    return (deg, *across_pitch(v, h_cc, few_rows=few_rows))
 
 
 def region_pitches(samples: np.ndarray, sample_region: np.ndarray, phis: np.ndarray, h_cc: float
