@@ -45,35 +45,31 @@ _POINTS = re.compile(r'((?:points|POINTS|BASELINE)=)"([^"]*)"')
 _BOX = re.compile(r'( (?:HPOS|VPOS|WIDTH|HEIGHT|imageWidth|imageHeight)=)"([\d.]+)"')
 
 
-def rotate_xml(text: str, matrix: Any) -> str:
-    """PAGE or ALTO XML ``text`` with every polygon and baseline point moved by the 2 x 3
-    affine ``matrix`` (a rotation of the page) and rounded to whole pixels (ALTO boxes, which
-    cannot turn, are left as they are: the polygons are what is scored)."""
+def _move_points(text: str, move: Any) -> str:
+    """PAGE or ALTO XML ``text`` with every polygon and baseline point ``(x, y)`` replaced by
+    ``move(x, y)``, rounded to whole pixels (the file's own separator kept)."""
     def points(m: re.Match) -> str:
         raw = m.group(2)
         nums = [float(v) for v in re.split(r"[ ,]+", raw.strip()) if v]
         sep = "," if "," in raw else " "
-        moved = []
-        for i in range(0, len(nums) - 1, 2):
-            x, y = nums[i], nums[i + 1]
-            moved.append(f"{round(matrix[0][0] * x + matrix[0][1] * y + matrix[0][2])}{sep}"
-                         f"{round(matrix[1][0] * x + matrix[1][1] * y + matrix[1][2])}")
-        return f'{m.group(1)}"{" ".join(moved)}"'
+        moved = (move(nums[i], nums[i + 1]) for i in range(0, len(nums) - 1, 2))
+        return f'{m.group(1)}"{" ".join(f"{round(x)}{sep}{round(y)}" for x, y in moved)}"'
 
     return _POINTS.sub(points, text)
+
+
+def rotate_xml(text: str, matrix: Any) -> str:
+    """PAGE or ALTO XML ``text`` with every polygon and baseline point moved by the 2 x 3
+    affine ``matrix`` (a rotation of the page) and rounded to whole pixels (ALTO boxes, which
+    cannot turn, are left as they are: the polygons are what is scored)."""
+    return _move_points(text, lambda x, y: (matrix[0][0] * x + matrix[0][1] * y + matrix[0][2],
+                                            matrix[1][0] * x + matrix[1][1] * y + matrix[1][2]))
 
 
 def scale_xml(text: str, scale: float) -> str:
     """PAGE or ALTO XML ``text`` with every coordinate (polygon and baseline points, ALTO
     boxes, the page's size) multiplied by ``scale`` and rounded to whole pixels."""
-    def points(m: re.Match) -> str:
-        raw = m.group(2)
-        nums = [float(v) for v in re.split(r"[ ,]+", raw.strip()) if v]
-        sep = "," if "," in raw else " "
-        pairs = (f"{round(nums[i] * scale)}{sep}{round(nums[i + 1] * scale)}" for i in range(0, len(nums) - 1, 2))
-        return f'{m.group(1)}"{" ".join(pairs)}"'
-
-    text = _POINTS.sub(points, text)
+    text = _move_points(text, lambda x, y: (x * scale, y * scale))
     return _BOX.sub(lambda m: f'{m.group(1)}"{round(float(m.group(2)) * scale)}"', text)
 
 

@@ -276,8 +276,8 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
         for k, main in split_parts.items():
             if (k < n and main < n and regions[k].page_direction and not regions[main].page_direction
                     and abs((phi[k] - phi[main] + 90.0) % 180.0 - 90.0) <= max_gap):
-                if not folded:
-                    region = region.copy() if region is sample_region else region
+                if region is sample_region:
+                    region = sample_region.copy()
                 region[region == k] = main
                 folded = True
     a, b = region[edges[:, 0]], region[edges[:, 1]]

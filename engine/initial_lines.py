@@ -484,10 +484,11 @@ def line_pitch(profile: np.ndarray, min_lag: float, max_lag: float, few_rows: bo
     if len(peaks) == 0:
         return float("nan")
     best = peaks[np.argmax(seg[peaks])]
-    overlap = n / max(n - (lo + int(best)), 0.5 * n) if few_rows else 1.0
+    lag = lo + int(best)
+    overlap = n / max(n - lag, 0.5 * n) if few_rows else 1.0
     if seg[best] * overlap < _MIN_PITCH_CORRELATION:
         return float("nan")
-    return float(fundamental_lag(ac, lo + int(best), lo))
+    return float(fundamental_lag(ac, lag, lo))
 
 
 def fundamental_lag(ac: np.ndarray, lag: int, min_lag: int, record: list | None = None) -> int:

@@ -103,16 +103,9 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
     region = rank[inverse].astype(np.int32)
     same = region[edges[:, 0]] == region[edges[:, 1]]
     if mixed_parts is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
-        # Part labels -> final region indices (a mixed part keeps a label of its own, as its main).
-        for p, main in mixed.items():
-            at_p, at_main = np.flatnonzero(label == p), np.flatnonzero(label == main)
-            if len(at_p) and len(at_main):
-                mixed_parts[int(region[at_p[0]])] = int(region[at_main[0]])
-    if split_parts is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
-        for p, main in parents.items():
-            at_p, at_main = np.flatnonzero(label == p), np.flatnonzero(label == main)
-            if len(at_p) and len(at_main) and region[at_p[0]] != region[at_main[0]]:
-                split_parts[int(region[at_p[0]])] = int(region[at_main[0]])
+        _parts_to_regions(mixed, label, region, mixed_parts)
+    if split_parts is not None:  # parents is empty unless the orientation split ran
+        _parts_to_regions(parents, label, region, split_parts)
     if block_angles is not None and (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
         for r in range(int(region.max()) + 1):
             angles = block_angle[region == r]
@@ -224,6 +217,17 @@ def contrast_curves(d: np.ndarray, window: np.ndarray, n_windows: int, radius: f
     block = gaussian_filter1d(hist, 4.0, axis=2, mode="constant")
     energy = (smooth.astype(np.float64) ** 2).sum(axis=2)
     return ((smooth - block).astype(np.float64) ** 2).sum(axis=2) / np.maximum(energy, 1e-12)
+
+
+def _parts_to_regions(parts: dict[int, int], label: np.ndarray, region: np.ndarray,
+                      out: dict[int, int]) -> None:
+    """Fill ``out`` with ``parts`` (part label -> the part label it was split from) as final
+    region indices: ``label`` and ``region`` ``(N,)`` are each sample's part and region (a
+    part kept apart keeps a label of its own, as its main part does)."""
+    for p, main in parts.items():
+        at_p, at_main = np.flatnonzero(label == p), np.flatnonzero(label == main)
+        if len(at_p) and len(at_main):
+            out[int(region[at_p[0]])] = int(region[at_main[0]])
 
 
 def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarray,

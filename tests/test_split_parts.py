@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from synthetic import narrow_column_page
+from synthetic import narrow_column_page, side_note_page
 
 from engine.blocks import merge_parallel_blocks
+from engine.graph import delaunay_edges
 from engine.model import Region
 from engine.params import Parameters
 from engine.pipeline import prepare
-from engine.regions import keep_distinct_parts
+from engine.regions import component_axes, find_regions, keep_distinct_parts
 
 MIN_SAMPLES = Parameters().min_region_samples
 
@@ -84,3 +85,28 @@ def test_keep_distinct_parts_records_the_part_each_kept_part_came_from() -> None
     folded = keep_distinct_parts(samples, region, np.zeros_like(part), {0: prep.stats.h_cc},
                                  MIN_SAMPLES, far_angle=0.0, parents=parents)
     assert (folded == 0).all() and parents == {}
+
+
+def test_find_regions_names_the_region_each_kept_part_was_split_from() -> None:
+    """The side-note page (a note at 45 deg between two paragraphs, tests/synthetic.py): the
+    orientation split keeps the note apart, and ``split_parts`` maps the note's final region
+    to the paragraphs' one, as engine.blocks.merge_parallel_blocks reads it."""
+    page, block = side_note_page(0, 45.0)
+    params = Parameters()
+    prep = prepare(page.image, params)
+    triangles, _ = delaunay_edges(prep.samples)
+    axes = component_axes(prep.samples, prep.sample_component)
+    split_parts: dict[int, int] = {}
+    region, _ = find_regions(prep.samples, triangles, prep.stats, params, axes, {}, {}, split_parts)
+    xy = np.rint(prep.samples).astype(int)
+    line = page.labels[xy[:, 1], xy[:, 0]]
+    on = line > 0
+    kind = block[line[on] - 1]  # 0, 2 paragraphs, 1 the note
+    note = int(np.bincount(region[on][kind == 1]).argmax())
+    main = int(np.bincount(region[on][kind != 1]).argmax())
+    assert note != main and split_parts == {note: main}
+    # Without the split (steep_regions and multi_oriented off) nothing is recorded.
+    flat = Parameters(steep_regions=False)
+    split_parts = {}
+    find_regions(prep.samples, triangles, prep.stats, flat, axes, {}, {}, split_parts)
+    assert split_parts == {}
