@@ -9,7 +9,9 @@ Other archives scan at other resolutions (150-200 dpi is common; the dev pages a
 every length the method uses should follow the page's own text height (``H_cc``), so a page
 at half the resolution should give the same lines. Per page: the page as stored, then its
 stored pixels (EXIF orientation ignored, as the ground truth's coordinates are) resized by
-``--scale`` (``cv2.INTER_AREA``, as a scanner's lower setting averages) into a temporary
+``--scale`` (``cv2.INTER_AREA``, as a scanner's lower setting averages; above 1, as archives
+scanning at 600 dpi deliver, ``cv2.INTER_CUBIC``, or nearest neighbour on a two-level page so
+that it stays two-level) into a temporary
 folder with its ground truth scaled alike (PAGE/ALTO coordinates multiplied and rounded; a
 label image resized by nearest neighbour), both run with the same parameters and scored as
 ``bench/run_bench.py`` scores them (:func:`bench.steering.ground_truth`: polygons on the page's
@@ -111,7 +113,13 @@ def run_page(task: tuple[str, str, str, float, dict[str, Any], dict[str, Any], s
         h, w = stored.shape
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
         small_image = Path(tmp) / f"{image.stem}.{'jpg' if jpeg else 'png'}"
-        pixels = stored if scale == 1.0 else cv2.resize(stored, size, interpolation=cv2.INTER_AREA)
+        if scale < 1.0:
+            pixels = cv2.resize(stored, size, interpolation=cv2.INTER_AREA)
+        elif scale > 1.0:
+            two_level = not ((stored > 0) & (stored < 255)).any()
+            pixels = cv2.resize(stored, size, interpolation=cv2.INTER_NEAREST if two_level else cv2.INTER_CUBIC)
+        else:
+            pixels = stored
         matrix = None
         if rotate:
             # Turned about the page's centre, the corners filled white (a scanner's white lid);
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", help="comma-separated sets (default: all)")
     ap.add_argument("--scale", type=float, default=0.5,
-                    help="resize factor, 0 < scale < 1 (default 0.5); 1 with --jpeg")
+                    help="resize factor, 0 < scale <= 2 (default 0.5); 1 only with --jpeg or --rotate")
     ap.add_argument("--jpeg", type=int, default=0, metavar="QUALITY",
                     help="save the second page as JPEG of this quality (1-100) instead of PNG")
     ap.add_argument("--rotate", type=float, default=0.0, metavar="DEG",
@@ -167,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a parameter for the scaled page's run only (after --set)")
     ap.add_argument("--out", type=Path, default=None, help="per-page CSV")
     args = ap.parse_args(argv)
-    if not 0.0 < args.scale < 1.0 and not (args.scale == 1.0 and (args.jpeg or args.rotate)):
-        ap.error(f"--scale must lie between 0 and 1 (1 only with --jpeg or --rotate), got {args.scale}")
+    if not 0.0 < args.scale <= 2.0 or (args.scale == 1.0 and not (args.jpeg or args.rotate)):
+        ap.error(f"--scale must lie in (0, 2] (1 only with --jpeg or --rotate), got {args.scale}")
     if args.rotate and args.scale != 1.0:
         ap.error("--rotate goes with --scale 1")
     if not 0 <= args.jpeg <= 100:

@@ -80,11 +80,18 @@ def _downscaled(member: np.ndarray, scale: float) -> np.ndarray:
 
 
 def _region_raster(small: np.ndarray, phi: float, bbox: tuple[int, int, int, int], scale: float,
-                   scale_u: float | None = None) -> tuple[np.ndarray, tuple[float, float]]:
+                   scale_u: float | None = None, along_mean: bool = True) -> tuple[np.ndarray, tuple[float, float]]:
     """The region's ink ``small`` (from :func:`region_mask`) resampled into its frame rotated
     by ``phi`` at ``scale`` cells per pixel across the text and ``scale_u`` along it (the
     long filter along the text needs no fine cells). Returns the raster and the frame
-    origin (u0, v0): cell (row, col) covers frame point (u0 + col/scale_u, v0 + row/scale)."""
+    origin (u0, v0): cell (row, col) covers frame point (u0 + col/scale_u, v0 + row/scale).
+
+    ``along_mean`` (Parameters.raster_along_mean): a cell along the text is the mean of the
+    ink over its own length, not the ink at its centre: ``small`` has ``scale`` cells per
+    pixel both ways, often ten or more times ``scale_u``, and a point sample reads one
+    column in ten and misses the words between. Which column it read decided the lines:
+    cremma 01R_P1S7P178_007 scaled by 1.5 gave 12 initial lines at W_cc 234 px and 8 at 256
+    (16 or 17 cells along the page, each 128 px long against ``small``'s 11 px)."""
     scale_u = scale if scale_u is None else scale_u
     x0, y0, x1, y1 = bbox
     sx = small.shape[1] / (x1 - x0)
@@ -94,15 +101,23 @@ def _region_raster(small: np.ndarray, phi: float, bbox: tuple[int, int, int, int
     u0, v0 = uv.min(axis=0)
     width = int(math.ceil((uv[:, 0].max() - u0) * scale_u)) + 1
     height = int(math.ceil((uv[:, 1].max() - v0) * scale)) + 1
-    # Destination cell -> page point -> source cell, as one affine map (WARP_INVERSE_MAP).
+    # Sub-cells along the text: k per cell, each about as long as a cell of ``small``.
+    k = max(1, int(round(scale / scale_u))) if along_mean else 1
+    fine_u = scale_u * k
+    # Destination sub-cell -> page point -> source cell, as one affine map (WARP_INVERSE_MAP);
+    # sub-cell j of cell col lies at u = u0 + col/scale_u + (j - (k - 1)/2)/fine_u, so that
+    # the mean of a cell's k sub-cells is centred where the cell is.
+    # page x = u c - (v0 + row/sv) s ; page y = u s + (v0 + row/sv) c
     c, s = math.cos(phi), math.sin(phi)
-    # page x = (u0 + col/su) c - (v0 + row/sv) s ; page y = (u0 + col/su) s + (v0 + row/sv) c
+    ua = u0 - 0.5 * (k - 1) / fine_u
     m = np.array([
-        [sx * c / scale_u, -sx * s / scale, sx * (u0 * c - v0 * s - x0)],
-        [sy * s / scale_u, sy * c / scale, sy * (u0 * s + v0 * c - y0)],
+        [sx * c / fine_u, -sx * s / scale, sx * (ua * c - v0 * s - x0)],
+        [sy * s / fine_u, sy * c / scale, sy * (ua * s + v0 * c - y0)],
     ])
-    raster = cv2.warpAffine(small, m, (width, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+    raster = cv2.warpAffine(small, m, (width * k, height), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    if k > 1:
+        raster = raster.reshape(height, width, k).mean(axis=2, dtype=np.float32)
     return raster, (float(u0), float(v0))
 
 
@@ -445,7 +460,7 @@ def blob_elongation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: C
     angle; at 90 deg from it the long filter joins letters of several lines into short ones."""
     scale = min(1.0, _TARGET_HCC / max(stats.h_cc, 1.0))
     scale_u = blob_scale_u(stats, scale)
-    raster, _ = _region_raster(small, math.radians(deg), bbox, scale, scale_u)
+    raster, _ = _region_raster(small, math.radians(deg), bbox, scale, scale_u, params.raster_along_mean)
     found = _filtered_blobs(raster, stats, params, scale, scale_u)
     if found is None:
         return -math.inf
@@ -578,17 +593,19 @@ def _filtered_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameter
 
 
 def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
-               scale_u: float | None = None) -> np.ndarray:
+               scale_u: float | None = None, t_r: float | None = None) -> np.ndarray:
     """Blob label per raster cell (int32, 0 = none) after Otsu (and the lower levels of
     ``weak_line_level`` for short lines), overlap splitting and residual-blob removal;
     ``scale``/``scale_u``: cells per pixel across/along the text."""
-    return line_blobs_and_response(raster, stats, params, scale, scale_u)[0]
+    return line_blobs_and_response(raster, stats, params, scale, scale_u, t_r)[0]
 
 
 def line_blobs_and_response(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
-                            scale_u: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                            scale_u: float | None = None, t_r: float | None = None
+                            ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`line_blobs` and the bank's filtered raster it thresholded (float32, the raster's
-    shape; zeros for an empty raster)."""
+    shape; zeros for an empty raster). ``t_r``: the ink ratio under which a blob is residual
+    (default ``params.t_r``; the page's, :func:`residual_ratio`)."""
     scale_u = scale if scale_u is None else scale_u
     found = _filtered_blobs(raster, stats, params, scale, scale_u)
     if found is None:
@@ -596,7 +613,8 @@ def line_blobs_and_response(raster: np.ndarray, stats: ComponentStats, params: P
     if found[1] <= 1:
         return np.zeros(raster.shape, np.int32), found[0]
     filtered, n, labels, cc_stats = found
-    keep = _dense(raster, labels, cc_stats, n, params.t_r)
+    t_r = params.t_r if t_r is None else t_r
+    keep = _dense(raster, labels, cc_stats, n, t_r)
     blob = np.zeros(raster.shape, np.int32)
     next_id = _cut_blobs(blob, filtered, labels, cc_stats, np.flatnonzero(keep), stats, params, scale, 1)
     if params.weak_line_level > 0:
@@ -611,18 +629,56 @@ def line_blobs_and_response(raster: np.ndarray, stats: ComponentStats, params: P
             n_w, labels_w, stats_w, _ = cv2.connectedComponentsWithStats(weak, connectivity=4, ltype=cv2.CV_32S)
             holds = np.zeros(n_w, bool)
             holds[np.unique(labels_w[blob > 0])] = True
-            keep_w = _dense(raster, labels_w, stats_w, n_w, params.t_r) & ~holds
+            keep_w = _dense(raster, labels_w, stats_w, n_w, t_r) & ~holds
             next_id = _cut_blobs(blob, filtered, labels_w, stats_w, np.flatnonzero(keep_w), stats, params,
                                  scale, next_id)
     return blob.astype(np.int32), filtered
 
 
+def _ink_ratios(raster: np.ndarray, labels: np.ndarray, cc_stats: np.ndarray, n: int) -> np.ndarray:
+    """Mean ink fraction of each of the ``n`` blobs of ``labels`` (background first)."""
+    ink_sum = np.bincount(labels.ravel(), weights=raster.ravel(), minlength=n)
+    return ink_sum / np.maximum(cc_stats[:, cv2.CC_STAT_AREA], 1)
+
+
+#: A page's typical ink ratio is read from this many blobs or more (fewer may all be residual).
+TYPICAL_MIN_BLOBS = 3
+
+
+def residual_ratio(rasters: list[tuple[np.ndarray, ComponentStats, float]], params: Parameters,
+                   scale: float) -> float:
+    """The ink ratio under which a blob is residual on a page whose regions' blob rasters
+    are ``rasters`` (raster, the stats its filters are scaled to, its cells per pixel along
+    the text): ``t_r``, or ``t_r_typical`` x the page's typical ratio where that is lower
+    (the area-weighted median over the blobs of every region at Otsu's level; with
+    ``TYPICAL_MIN_BLOBS`` or more). A row's ink ratio follows the pen's width against the
+    writing's height (dev pages: 0.08 on a thin-pen letter, 0.42 on binarised Arabic), and
+    a residual blob (a filter's tail between rows, a speck's halo, a book edge's grain) is one
+    far under the page's rows, not under one ratio for every hand. Read over the page, not
+    the region: a region of an edge's grain is all residual blobs of one ratio."""
+    if params.t_r_typical <= 0:
+        return params.t_r
+    ratios, areas = [], []
+    for raster, stats, scale_u in rasters:
+        found = _filtered_blobs(raster, stats, params, scale, scale_u)
+        if found is None or found[1] <= 1:
+            continue
+        _, n, labels, cc_stats = found
+        ratios.append(_ink_ratios(raster, labels, cc_stats, n)[1:])
+        areas.append(cc_stats[1:, cv2.CC_STAT_AREA].astype(np.float64))
+    if not ratios or sum(len(r) for r in ratios) < TYPICAL_MIN_BLOBS:
+        return params.t_r
+    ratio, area = np.concatenate(ratios), np.concatenate(areas)
+    order = np.argsort(ratio, kind="stable")
+    cum = np.cumsum(area[order])
+    median = float(ratio[order][int(np.searchsorted(cum, 0.5 * cum[-1]))])
+    return min(params.t_r, params.t_r_typical * median)
+
+
 def _dense(raster: np.ndarray, labels: np.ndarray, cc_stats: np.ndarray, n: int, t_r: float) -> np.ndarray:
     """Blobs (bool ``(n,)``, background False) whose mean ink fraction is at least ``t_r``;
     the others are residual."""
-    ink_sum = np.bincount(labels.ravel(), weights=raster.ravel(), minlength=n)
-    area = np.maximum(cc_stats[:, cv2.CC_STAT_AREA], 1)
-    keep = ink_sum / area >= t_r
+    keep = _ink_ratios(raster, labels, cc_stats, n) >= t_r
     keep[0] = False
     return keep
 
@@ -787,6 +843,8 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     # The page's direction, which a region with no evidence for a steep angle keeps.
     page_deg = page_angle(sample_axis) if params.steep_evidence > 0 and params.steep_regions else None
     todo = range(int(sample_region.max()) + 1) if only is None else [int(r) for r in only]
+    scale_u = blob_scale_u(stats, scale)
+    framed = []
     for r in todo:  # loop over regions (a few), not samples
         members = sample_region == r
         xy = samples[members]
@@ -796,12 +854,16 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             region, region_ink = _region_frame(components, comp_region, r, xy, stats, params, scale, page_deg,
                                                block_angles, None if phis is None else phis.get(r))
         regions.append(region)
-        bbox, phi = region.bbox, region.phi
-        scale_u = blob_scale_u(stats, scale)
-        raster, (u0, v0) = _region_raster(region_ink, phi, bbox, scale, scale_u)
+        raster, origin = _region_raster(region_ink, region.phi, region.bbox, scale, scale_u,
+                                        params.raster_along_mean)
         blob_stats = (replace(stats, h_cc=line_height(raster, stats, scale, params.t_o))
                       if params.pitch_line_height else stats)
-        blobs = line_blobs(raster, blob_stats, params, scale, scale_u)
+        framed.append((r, members, xy, region, region_ink, raster, origin, blob_stats))
+    # Residual blobs are told from the rows of the whole page (of the regions fitted here).
+    t_r = residual_ratio([(f[5], f[7], scale_u) for f in framed], params, scale)
+    for r, members, xy, region, region_ink, raster, (u0, v0), blob_stats in framed:
+        bbox, phi = region.bbox, region.phi
+        blobs = line_blobs(raster, blob_stats, params, scale, scale_u, t_r)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
         col = np.clip(np.round((uv[:, 0] - u0) * scale_u).astype(int), 0, blobs.shape[1] - 1)

@@ -72,7 +72,7 @@ def oriented_blob_of_samples(region_ink: np.ndarray, bbox: tuple[int, int, int, 
     offset = 0
     for i, delta in enumerate(deltas):
         angle = phi + math.radians(float(delta))
-        raster, origin = _region_raster(region_ink, angle, bbox, scale, scale_u)
+        raster, origin = _region_raster(region_ink, angle, bbox, scale, scale_u, params.raster_along_mean)
         labels, filtered = line_blobs_and_response(raster, stats, params, scale, scale_u)
         row, col = _cells(xy, angle, origin, raster.shape, scale, scale_u)
         b = labels[row, col].astype(np.int64)

@@ -93,6 +93,8 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "overlap_valleys": (False, "§4.1: blobs divided proportionally to t_o"),
     "pitch_line_height": (False, "§5.1: sizes in units of H_cc"),
     "t_r": (0.08, "§5.1: t_r = 0.08"),
+    "t_r_typical": (0.0, "§5.1: t_r = 0.08, one ratio for every page"),
+    "raster_along_mean": (False, "§4.1: the filter bank on the image (its reduction not said)"),
     "diacritic_height": NotInPaper("used only by steps the paper does not have (off under paper)"),
     "diacritic_fraction": NotInPaper("used only by steps the paper does not have (off under paper)"),
     "remove_diacritic_lines": (False, "absent: §4.1 has t_r, §4.2 epsilon"),
