@@ -113,18 +113,17 @@ def run_page(task: tuple[str, str, str, float, dict[str, Any], dict[str, Any], s
         h, w = stored.shape
         size = (max(1, round(w * scale)), max(1, round(h * scale)))
         small_image = Path(tmp) / f"{image.stem}.{'jpg' if jpeg else 'png'}"
+        # A black and white page stays black and white when enlarged or turned.
+        two_level = not ((stored > 0) & (stored < 255)).any()
         if scale < 1.0:
             pixels = cv2.resize(stored, size, interpolation=cv2.INTER_AREA)
         elif scale > 1.0:
-            two_level = not ((stored > 0) & (stored < 255)).any()
             pixels = cv2.resize(stored, size, interpolation=cv2.INTER_NEAREST if two_level else cv2.INTER_CUBIC)
         else:
             pixels = stored
         matrix = None
         if rotate:
-            # Turned about the page's centre, the corners filled white (a scanner's white lid);
-            # a black and white page stays black and white.
-            two_level = not ((stored > 0) & (stored < 255)).any()
+            # Turned about the page's centre, the corners filled white (a scanner's white lid).
             matrix = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), rotate, 1.0)
             pixels = cv2.warpAffine(stored, matrix, (w, h), borderValue=255,
                                     flags=cv2.INTER_NEAREST if two_level else cv2.INTER_LINEAR)

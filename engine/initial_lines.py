@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .components import weighted_median
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
 from .regression import fit_lines
@@ -80,7 +81,7 @@ def _downscaled(member: np.ndarray, scale: float) -> np.ndarray:
 
 
 def _region_raster(small: np.ndarray, phi: float, bbox: tuple[int, int, int, int], scale: float,
-                   scale_u: float | None = None, along_mean: bool = True) -> tuple[np.ndarray, tuple[float, float]]:
+                   scale_u: float | None = None, along_mean: bool = False) -> tuple[np.ndarray, tuple[float, float]]:
     """The region's ink ``small`` (from :func:`region_mask`) resampled into its frame rotated
     by ``phi`` at ``scale`` cells per pixel across the text and ``scale_u`` along it (the
     long filter along the text needs no fine cells). Returns the raster and the frame
@@ -601,13 +602,15 @@ def line_blobs(raster: np.ndarray, stats: ComponentStats, params: Parameters, sc
 
 
 def line_blobs_and_response(raster: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
-                            scale_u: float | None = None, t_r: float | None = None
-                            ) -> tuple[np.ndarray, np.ndarray]:
+                            scale_u: float | None = None, t_r: float | None = None,
+                            found: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`line_blobs` and the bank's filtered raster it thresholded (float32, the raster's
     shape; zeros for an empty raster). ``t_r``: the ink ratio under which a blob is residual
-    (default ``params.t_r``; the page's, :func:`residual_ratio`)."""
+    (default ``params.t_r``; the page's, :func:`residual_ratio`); ``found``: the raster's
+    :func:`_filtered_blobs` when already made."""
     scale_u = scale if scale_u is None else scale_u
-    found = _filtered_blobs(raster, stats, params, scale, scale_u)
+    if found is None:
+        found = _filtered_blobs(raster, stats, params, scale, scale_u)
     if found is None:
         return np.zeros(raster.shape, np.int32), np.zeros(raster.shape, np.float32)
     if found[1] <= 1:
@@ -645,11 +648,10 @@ def _ink_ratios(raster: np.ndarray, labels: np.ndarray, cc_stats: np.ndarray, n:
 TYPICAL_MIN_BLOBS = 3
 
 
-def residual_ratio(rasters: list[tuple[np.ndarray, ComponentStats, float]], params: Parameters,
-                   scale: float) -> float:
+def residual_ratio(blobs: list[tuple[np.ndarray, tuple | None]], params: Parameters) -> float:
     """The ink ratio under which a blob is residual on a page whose regions' blob rasters
-    are ``rasters`` (raster, the stats its filters are scaled to, its cells per pixel along
-    the text): ``t_r``, or ``t_r_typical`` x the page's typical ratio where that is lower
+    and their blobs at Otsu's level are ``blobs`` (raster, its :func:`_filtered_blobs`):
+    ``t_r``, or ``t_r_typical`` x the page's typical ratio where that is lower
     (the area-weighted median over the blobs of every region at Otsu's level; with
     ``TYPICAL_MIN_BLOBS`` or more). A row's ink ratio follows the pen's width against the
     writing's height (dev pages: 0.08 on a thin-pen letter, 0.42 on binarised Arabic), and
@@ -659,8 +661,7 @@ def residual_ratio(rasters: list[tuple[np.ndarray, ComponentStats, float]], para
     if params.t_r_typical <= 0:
         return params.t_r
     ratios, areas = [], []
-    for raster, stats, scale_u in rasters:
-        found = _filtered_blobs(raster, stats, params, scale, scale_u)
+    for raster, found in blobs:
         if found is None or found[1] <= 1:
             continue
         _, n, labels, cc_stats = found
@@ -668,10 +669,7 @@ def residual_ratio(rasters: list[tuple[np.ndarray, ComponentStats, float]], para
         areas.append(cc_stats[1:, cv2.CC_STAT_AREA].astype(np.float64))
     if not ratios or sum(len(r) for r in ratios) < TYPICAL_MIN_BLOBS:
         return params.t_r
-    ratio, area = np.concatenate(ratios), np.concatenate(areas)
-    order = np.argsort(ratio, kind="stable")
-    cum = np.cumsum(area[order])
-    median = float(ratio[order][int(np.searchsorted(cum, 0.5 * cum[-1]))])
+    median = weighted_median(np.concatenate(ratios), np.concatenate(areas))
     return min(params.t_r, params.t_r_typical * median)
 
 
@@ -858,12 +856,13 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
                                         params.raster_along_mean)
         blob_stats = (replace(stats, h_cc=line_height(raster, stats, scale, params.t_o))
                       if params.pitch_line_height else stats)
-        framed.append((r, members, xy, region, region_ink, raster, origin, blob_stats))
+        found = _filtered_blobs(raster, blob_stats, params, scale, scale_u)
+        framed.append((r, members, xy, region, region_ink, raster, origin, blob_stats, found))
     # Residual blobs are told from the rows of the whole page (of the regions fitted here).
-    t_r = residual_ratio([(f[5], f[7], scale_u) for f in framed], params, scale)
-    for r, members, xy, region, region_ink, raster, (u0, v0), blob_stats in framed:
+    t_r = residual_ratio([(f[5], f[8]) for f in framed], params)
+    for r, members, xy, region, region_ink, raster, (u0, v0), blob_stats, found in framed:
         bbox, phi = region.bbox, region.phi
-        blobs = line_blobs(raster, blob_stats, params, scale, scale_u, t_r)
+        blobs = line_blobs_and_response(raster, blob_stats, params, scale, scale_u, t_r, found)[0]
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
         col = np.clip(np.round((uv[:, 0] - u0) * scale_u).astype(int), 0, blobs.shape[1] - 1)

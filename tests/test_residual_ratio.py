@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 
 from engine import pipeline
-from engine.initial_lines import TYPICAL_MIN_BLOBS, _region_raster, line_blobs, residual_ratio
+from engine.initial_lines import TYPICAL_MIN_BLOBS, _filtered_blobs, _region_raster, line_blobs, residual_ratio
 from engine.model import ComponentStats
 from engine.params import Parameters
 
@@ -28,6 +28,11 @@ def _rows(n_rows: int, ink: float, pitch: int = 16, band: int = 6, width: int = 
     return raster
 
 
+def _page_ratio(params: Parameters, *rasters: np.ndarray) -> float:
+    """The page's residual ratio over regions whose blob rasters are ``rasters``."""
+    return residual_ratio([(r, _filtered_blobs(r, STATS, params, 1.0, 1.0)) for r in rasters], params)
+
+
 def _n_blobs(raster: np.ndarray, params: Parameters, t_r: float) -> int:
     return len(np.unique(line_blobs(raster, STATS, params, 1.0, 1.0, t_r))) - 1
 
@@ -35,33 +40,33 @@ def _n_blobs(raster: np.ndarray, params: Parameters, t_r: float) -> int:
 def test_thin_pen_rows_are_rows_not_residue():
     params = Parameters()
     raster = _rows(6, 0.07)
-    t_r = residual_ratio([(raster, STATS, 1.0)], params, 1.0)
+    t_r = _page_ratio(params, raster)
     assert t_r < params.t_r
     assert _n_blobs(raster, params, t_r) == 6
     # The paper's one ratio for every page drops every row of the thin pen.
     paper = params.replace(t_r_typical=0.0)
-    assert residual_ratio([(raster, STATS, 1.0)], paper, 1.0) == paper.t_r
+    assert _page_ratio(paper, raster) == paper.t_r
     assert _n_blobs(raster, paper, paper.t_r) == 0
 
 
 def test_the_typical_ratio_is_the_pages_not_the_regions():
     params = Parameters()
     text, grain = _rows(6, 0.3), _rows(4, 0.03)
-    page = residual_ratio([(text, STATS, 1.0), (grain, STATS, 1.0)], params, 1.0)
+    page = _page_ratio(params, text, grain)
     assert page == params.t_r  # half the text rows' ratio is above t_r: t_r stands
     assert _n_blobs(grain, params, page) == 0
     assert _n_blobs(text, params, page) == 6
     # Read over the grain's region alone, its own blobs would pass for rows.
-    alone = residual_ratio([(grain, STATS, 1.0)], params, 1.0)
+    alone = _page_ratio(params, grain)
     assert _n_blobs(grain, params, alone) == 4
 
 
 def test_too_few_blobs_say_nothing_typical():
     params = Parameters()
     few = _rows(TYPICAL_MIN_BLOBS - 1, 0.07)
-    assert residual_ratio([(few, STATS, 1.0)], params, 1.0) == params.t_r
+    assert _page_ratio(params, few) == params.t_r
     enough = _rows(TYPICAL_MIN_BLOBS, 0.07)
-    assert residual_ratio([(enough, STATS, 1.0)], params, 1.0) < params.t_r
+    assert _page_ratio(params, enough) < params.t_r
 
 
 def _thin_pen_page(rows: int = 8, pitch: int = 64, height: int = 24, step: int = 14, seed: int = 0) -> np.ndarray:
