@@ -542,6 +542,13 @@ class Parameters:
     #: left in regions of their own (engine.row_merge); 0 = off. Not in the paper, which
     #: merges within a region.
     row_merge: float = 1.5
+    #: With row_merge: on a page where no region shows a row period (a title page, a card, a
+    #: few rows of large writing: 14 of the 79 dev pages), the merge across regions uses the
+    #: merge within a region's test instead (merge_gap x W_cc along, merge_offset x H_cc across
+    #: where the lines meet; without a pitch no region can be told a single row). poilus-dev
+    #: AD78_0064-0: the title's "de Dr" joins "Testament" (9 -> 8 lines, FM 0.31 -> 0.33); the
+    #: other 78 dev pages score the same (engine.row_merge). Not in the paper.
+    row_merge_pitchless: bool = True
     #: After EM, a row of whole-height components lying more than split_offset x H_cc across
     #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
     #: lines of their own in CREMMA's ground truth) becomes a line of its own; 0 = never.
@@ -634,7 +641,7 @@ class Parameters:
                      "overlap_valleys", "pitch_line_height", "raster_along_mean", "mp_warm_start",
                      "linked_neighbours",
                      "block_boundaries", "small_parts_frame", "mixed_parts_frame", "cleanup_posterior_prior",
-                     "page_moments", "frame_lines"):
+                     "page_moments", "frame_lines", "row_merge_pitchless"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -895,6 +902,9 @@ PAPER: dict[str, PaperValue] = {
                                 "as sigma_t_floor."),
     "row_merge": PaperValue(0.0, "§4.2 merges fragments within a region only",
                             "a row's words in regions of their own kept a line each."),
+    "row_merge_pitchless": PaperValue(False, "§4.2 merges fragments within a region only",
+                                      "on a page without a row period a title's words in regions "
+                                      "of their own kept a line each."),
     "sigma_t_pitch": PaperValue(0.0, "eq. update1 (no cap on sigma_t)",
                                 "off in the default too: no cap separates a correct line's band from a "
                                 "dense row's on the dev pages."),

@@ -16,6 +16,13 @@ the merge within a region, ``merge_gap`` W_cc along and ``merge_offset`` H_cc ac
 page number at the end of the first row across regions, cremma 50_df850: 14 -> 12 matches,
 and collinear side notes: moc-train 230 -> 224.)
 
+A page where no region shows a row period (a title page, a card, a few rows of large
+writing) gives the test no pitch to read; there, with ``row_merge_pitchless``, it is the
+merge within a region's (``merge_gap`` x W_cc along, ``merge_offset`` x H_cc across, any two
+regions: without a pitch a region's rows cannot be counted). A page number beside a body of
+rows, and side notes beside a main text, are on pages whose body has a pitch, where this
+does not apply.
+
 Each merge (within a region and across regions) is a :class:`FragmentMerge`: the final line
 it made, the fragments' extents on the page, the gap and offset measured and their limits,
 so that the window and the JSON output can show which fragments were joined and why.
@@ -64,10 +71,17 @@ class FragmentMerge:
                 "why": self.why}
 
 
-def describe(gap: float, offset: float, gap_limit: float, offset_limit: float, across: bool) -> str:
+def describe(gap: float, offset: float, gap_limit: float, offset_limit: float, across: bool,
+             pitchless: bool = False) -> str:
     where = "in different regions" if across else "in one region"
+    basis = " (the page shows no row period: limits in W_cc and H_cc)" if pitchless else ""
     return (f"fragments {where}: {gap:.0f} px apart along the row (at most {gap_limit:.0f}), "
-            f"{offset:.0f} px across it where they meet (at most {offset_limit:.0f})")
+            f"{offset:.0f} px across it where they meet (at most {offset_limit:.0f}){basis}")
+
+
+def pitchless_page(prep: Preparation) -> bool:
+    """True where no region of the page has a row pitch (all NaN, or none measured)."""
+    return not any(math.isfinite(rp.pitch) for rp in prep.row_pitch)
 
 
 def line_ends(lines: LineSet, xy: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -110,11 +124,12 @@ def pair_geometry(ends: np.ndarray, deg: np.ndarray, i: np.ndarray, j: np.ndarra
 
 
 def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, params: Parameters
-                         ) -> tuple[np.ndarray, list[tuple[int, int, float, float, float, float]]]:
+                         ) -> tuple[np.ndarray, list[tuple[int, int, float, float, float, float, bool]]]:
     """Which lines of different regions continue each other along one row (see the module's
     docstring): the root line of every line ``(L,)`` (the heaviest fragment of its group) and
-    each merge ``(kept, absorbed, gap, offset, gap limit, offset limit)``. ``lines`` ordered
-    by region, ``labels`` ``(N,)`` each sample's line (-1 none)."""
+    each merge ``(kept, absorbed, gap, offset, gap limit, offset limit, pitchless)``
+    (``pitchless``: judged by the within-region limits on a page without a row period).
+    ``lines`` ordered by region, ``labels`` ``(N,)`` each sample's line (-1 none)."""
     n = len(lines)
     root = np.arange(n)
     if n < 2 or len(np.unique(lines.region)) < 2:
@@ -130,10 +145,14 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     single = single_rows(prep.samples, prep.sample_region, np.array([r.phi for r in prep.regions]),
                          prep.row_pitch) if len(prep.row_pitch) == len(prep.regions) else np.zeros(
                              len(prep.regions), bool)
+    # No region with a row period: the within-region test stands in for the pitch's, and no
+    # region can be told a single row (row_merge_pitchless).
+    pitchless = params.row_merge_pitchless and len(prep.row_pitch) == len(prep.regions) and pitchless_page(prep)
     i, j = np.triu_indices(n, k=1)
     turn = np.abs((deg[i] - deg[j] + 90.0) % 180.0 - 90.0)
     pick = (lines.region[i] != lines.region[j]) & alive[i] & alive[j] & (turn <= ANGLE_TOLERANCE)
-    pick &= single[lines.region[i]] & single[lines.region[j]]
+    if not pitchless:
+        pick &= single[lines.region[i]] & single[lines.region[j]]
     # Issue 24: a locked line is never merged (nor refitted to a fragment of another region);
     # with anchor_keep, two lines a file gave neither.
     pick &= ~lines.locked[i] & ~lines.locked[j]
@@ -145,11 +164,15 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     gap, offset = pair_geometry(ends, deg, i, j)
     # The row join's test (engine.pitch.row_join_edges) on the lines: the same row phase
     # (ROW_PHASE x the row pitch across) and a word gap (row_join x the pitch along); no
-    # merge where neither region has a pitch.
-    row = np.fmin(pitch[i], pitch[j])
-    offset_limit = ROW_PHASE * row
-    gap_limit = params.row_merge * row
-    ok = (gap <= gap_limit) & (offset <= offset_limit) & np.isfinite(row) & np.isfinite(offset)
+    # merge where neither region has a pitch, unless no region of the page has one.
+    if pitchless:
+        offset_limit = np.full(len(i), params.merge_offset * prep.stats.h_cc)
+        gap_limit = np.full(len(i), params.merge_gap * w_cc)
+    else:
+        row = np.fmin(pitch[i], pitch[j])
+        offset_limit = ROW_PHASE * row
+        gap_limit = params.row_merge * row
+    ok = (gap <= gap_limit) & (offset <= offset_limit) & np.isfinite(offset_limit) & np.isfinite(offset)
     if not ok.any():
         return root, []
     # Closest pairs first, a union-find over the few candidates (as merge_pairs).
@@ -172,7 +195,7 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
         root[gone] = keep
         weight[keep] += weight[gone]
         merges.append((keep, gone, float(gap[k]), float(offset[k]), float(gap_limit[k]),
-                       float(offset_limit[k])))
+                       float(offset_limit[k]), bool(pitchless)))
     return np.array([find(x) for x in range(n)]), merges
 
 
@@ -238,5 +261,6 @@ def across_regions(region: np.ndarray, ends: np.ndarray, merges: list, new_of_ol
     ``ends`` of the lines before the merge, ``new_of_old`` their final index)."""
     return [FragmentMerge(int(new_of_old[keep]), (int(region[keep]), int(region[gone])),
                           (_ends_tuple(ends[keep]), _ends_tuple(ends[gone])), gap, offset, gap_limit,
-                          offset_limit, describe(gap, offset, gap_limit, offset_limit, across=True))
-            for keep, gone, gap, offset, gap_limit, offset_limit in merges]
+                          offset_limit, describe(gap, offset, gap_limit, offset_limit, across=True,
+                                                 pitchless=pitchless))
+            for keep, gone, gap, offset, gap_limit, offset_limit, pitchless in merges]

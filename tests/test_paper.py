@@ -141,6 +141,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     # stage 8
     "epsilon": (1e-3, "§5.1: epsilon = 1e-3"),
     "row_merge": (0.0, "§4.2 merges fragmented lines within a region only"),
+    "row_merge_pitchless": (False, "§4.2 merges fragmented lines within a region only"),
     "merge_gap": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),
     "merge_offset": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),
     "merge_offset_pitch": NotInPaper("§4.2 merges fragments by their relative position, without a rule"),

@@ -253,3 +253,50 @@ def test_fragments_across_regions_merge_and_are_recorded(tmp_path) -> None:
     saved = json.loads((tmp_path / "wide.json").read_text())
     assert len(saved["merges"]) == len(seg.merges)
     assert saved["merges"][0]["why"] == seg.merges[0].why
+
+
+def _first_row(seed: int):
+    """wide_words' first row cut out with a margin: a page of one row of words 4 H_cc apart,
+    which shows no row period. Returns the image and its one-line ground truth."""
+    wide = make_page("wide_words", seed=seed)
+    ys, _ = np.nonzero(wide.labels == 1)
+    y0, y1 = max(0, int(ys.min()) - 60), int(ys.max()) + 60
+    return wide.image[y0:y1], (wide.labels[y0:y1] == 1).astype(np.int32)
+
+
+def test_a_page_without_row_period_merges_a_rows_words_by_the_within_region_test() -> None:
+    """On a page where no region has a row pitch (one row of words in two regions), row_merge
+    has no pitch to judge by; with row_merge_pitchless the two words' lines merge by the
+    within-region test (merge_gap x W_cc along, merge_offset x H_cc across), and the merge is
+    recorded with that reason. Without it each region keeps its line and the row scores 0."""
+    image, truth = _first_row(seed=0)
+    results = {}
+    for on in (True, False):
+        prep = prepare(image, Parameters(row_merge_pitchless=on))
+        *_, last = run_em(prep)
+        seg = finish(prep, last)
+        results[on] = (prep, seg, contest_metric(truth, seg.labels, ink=truth > 0).fm)
+    prep, seg, fm = results[True]
+    assert len(prep.regions) >= 2 and not any(math.isfinite(rp.pitch) for rp in prep.row_pitch)
+    assert len(seg.lines) == 1 and fm == 1.0
+    across = [m for m in seg.merges if m.regions[0] != m.regions[1]]
+    assert across and all("no row period" in m.why for m in across)
+    for m in across:
+        assert m.gap_limit == pytest.approx(Parameters().merge_gap * prep.stats.w_cc)
+        assert m.offset_limit == pytest.approx(Parameters().merge_offset * prep.stats.h_cc)
+        assert m.gap <= m.gap_limit and m.offset <= m.offset_limit
+    _, seg_off, fm_off = results[False]
+    assert len(seg_off.lines) >= 2 and fm_off == 0.0
+    assert not [m for m in seg_off.merges if m.regions[0] != m.regions[1]]
+
+
+def test_a_page_with_row_period_is_merged_by_its_pitch_alone(wide) -> None:
+    """row_merge_pitchless changes nothing where a region has a pitch: wide_words (seed 0, its
+    rows' pitch measured) gives the same labels with it on and off."""
+    labels = []
+    for on in (True, False):
+        prep = prepare(wide.image, Parameters(row_merge_pitchless=on, row_join=0.0))
+        assert any(math.isfinite(rp.pitch) for rp in prep.row_pitch)
+        *_, last = run_em(prep)
+        labels.append(finish(prep, last).labels)
+    np.testing.assert_array_equal(labels[0], labels[1])
