@@ -547,7 +547,9 @@ class Parameters:
     #: merge within a region's test instead (merge_gap x W_cc along, merge_offset x H_cc across
     #: where the lines meet; without a pitch no region can be told a single row). poilus-dev
     #: AD78_0064-0: the title's "de Dr" joins "Testament" (9 -> 8 lines, FM 0.31 -> 0.33); the
-    #: other 78 dev pages score the same (engine.row_merge). Not in the paper.
+    #: other 78 dev pages score the same. Seeds 1 / 2: poilus-dev FM 66.9 -> 67.9 / 66.6 ->
+    #: 66.9 % (AN_0056-0, no row period at those draws), other sets the same (engine.row_merge,
+    #: docs/history.md). Not in the paper.
     row_merge_pitchless: bool = True
     #: After EM, a row of whole-height components lying more than split_offset x H_cc across
     #: its line's row (interlinear insertions, crossed-out words rewritten above or below:
