@@ -37,7 +37,7 @@ import numpy as np
 
 from .model import LineSet, Preparation, to_region_frame
 from .params import Parameters
-from .pitch import ROW_PHASE, single_rows
+from .pitch import ROW_PHASE, page_pitch, single_rows
 from .regression import fit_lines
 
 #: Two fragments run in the same direction when their lines' angles on the page differ by
@@ -77,11 +77,6 @@ def describe(gap: float, offset: float, gap_limit: float, offset_limit: float, a
     basis = " (the page shows no row period: limits in W_cc and H_cc)" if pitchless else ""
     return (f"fragments {where}: {gap:.0f} px apart along the row (at most {gap_limit:.0f}), "
             f"{offset:.0f} px across it where they meet (at most {offset_limit:.0f}){basis}")
-
-
-def pitchless_page(prep: Preparation) -> bool:
-    """True where no region of the page has a row pitch (all NaN, or none measured)."""
-    return not any(math.isfinite(rp.pitch) for rp in prep.row_pitch)
 
 
 def line_ends(lines: LineSet, xy: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -140,18 +135,18 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     alive = np.isfinite(ends[:, 0, 0])
     pitch = np.array([prep.row_pitch[r].pitch if r < len(prep.row_pitch) else math.nan
                       for r in lines.region], float)
-    # Only fragments of single rows (as the row join: a block of rows and a fragment beside
-    # it stay apart, a page number at the end of the first row).
-    single = single_rows(prep.samples, prep.sample_region, np.array([r.phi for r in prep.regions]),
-                         prep.row_pitch) if len(prep.row_pitch) == len(prep.regions) else np.zeros(
-                             len(prep.regions), bool)
+    measured = len(prep.row_pitch) == len(prep.regions)
     # No region with a row period: the within-region test stands in for the pitch's, and no
     # region can be told a single row (row_merge_pitchless).
-    pitchless = params.row_merge_pitchless and len(prep.row_pitch) == len(prep.regions) and pitchless_page(prep)
+    pitchless = params.row_merge_pitchless and measured and page_pitch(prep) is None
     i, j = np.triu_indices(n, k=1)
     turn = np.abs((deg[i] - deg[j] + 90.0) % 180.0 - 90.0)
     pick = (lines.region[i] != lines.region[j]) & alive[i] & alive[j] & (turn <= ANGLE_TOLERANCE)
     if not pitchless:
+        # Only fragments of single rows (as the row join: a block of rows and a fragment
+        # beside it stay apart, a page number at the end of the first row).
+        single = single_rows(prep.samples, prep.sample_region, np.array([r.phi for r in prep.regions]),
+                             prep.row_pitch) if measured else np.zeros(len(prep.regions), bool)
         pick &= single[lines.region[i]] & single[lines.region[j]]
     # Issue 24: a locked line is never merged (nor refitted to a fragment of another region);
     # with anchor_keep, two lines a file gave neither.
