@@ -362,7 +362,8 @@ def refit_blocks(sample_region: np.ndarray, refined: np.ndarray, lines: LineSet,
             old = int(old_of_new[k])
             own = lines.take(np.flatnonzero(lines.region == old))
             parts.append(LineSet(own.a, own.b, own.c, own.sigma_t, own.sigma_s, own.prior,
-                                 np.full(len(own), k, np.int32), own.phi, own.rotation_invariant))
+                                 np.full(len(own), k, np.int32), own.phi, own.rotation_invariant,
+                                 chain=own.chain))
             reg = regions[old]
             out_regions.append(Region(index=k, phi=reg.phi, bbox=reg.bbox, n_samples=reg.n_samples))
     return new_region, concat_lines(parts, lines.rotation_invariant), tuple(out_regions)

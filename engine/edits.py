@@ -103,11 +103,12 @@ def _row(lines: LineSet, i: int) -> dict:
 
 
 def _with_rows(lines: LineSet, rows: list[dict]) -> LineSet:
-    cols = {name: np.array([r.get(name, False) for r in rows]) if rows else np.zeros(0)
-            for name in LINE_FIELDS}
+    # A row without a chain (a new line) is a line of its own (-1), not chain 0.
+    cols = {name: np.array([r.get(name, -1 if name == "chain" else False) for r in rows]) if rows
+            else np.zeros(0) for name in LINE_FIELDS}
     return LineSet(cols["a"], cols["b"], cols["c"], cols["sigma_t"], cols["sigma_s"], cols["prior"],
                    cols["region"].astype(np.int32), cols["phi"], lines.rotation_invariant,
-                   cols["locked"].astype(bool), cols["anchored"].astype(bool))
+                   cols["locked"].astype(bool), cols["anchored"].astype(bool), cols["chain"].astype(np.int32))
 
 
 def _rows(lines: LineSet) -> list[dict]:
@@ -220,7 +221,9 @@ def split_line(prep: Preparation, lines: LineSet, i: int, point: np.ndarray) -> 
         raise ValueError("the split point lies beyond the line's ends")
     cut = seg[0] + t * d
     rows = _rows(lines)
-    half = dict(rows[i], prior=float(rows[i]["prior"]) / 2.0)
+    # Each part is a line of its own: a piece of a file's curved line (``chain``) cut in two
+    # says the text line ends there, so neither part stays joined to the other pieces.
+    half = dict(rows[i], prior=float(rows[i]["prior"]) / 2.0, chain=-1)
     region = int(lines.region[i])
     parts = [_placed(prep, lines, dict(half, sigma_s=-1.0), np.array([seg[0], cut]), region),
              _placed(prep, lines, dict(half, sigma_s=-1.0), np.array([cut, seg[1]]), region)]
@@ -248,7 +251,7 @@ def merge_lines(prep: Preparation, lines: LineSet, i: int, j: int) -> LineSet:
     rows = _rows(lines)
     row = dict(rows[longer], sigma_t=float(np.average(lines.sigma_t[[i, j]], weights=np.maximum(length, 1e-9))),
                prior=float(lines.prior[i] + lines.prior[j]), locked=bool(lines.locked[i] or lines.locked[j]),
-               sigma_s=-1.0)
+               sigma_s=-1.0, chain=int(lines.chain[i]) if lines.chain[i] == lines.chain[j] else -1)
     keep_at, drop = min(i, j), max(i, j)
     rows[keep_at] = _placed(prep, lines, row, merged, int(lines.region[longer]))
     del rows[drop]

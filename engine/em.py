@@ -479,7 +479,8 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
             a[g], b[g], c[g] = lines.a[g], lines.b[g], lines.c[g]
             st_[g], ss_[g] = lines.sigma_t[g], lines.sigma_s[g]
     keep_anchored(a, b, st_, anchors, c, ss_, rot_inv)
-    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked, lines.anchored)
+    return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked, lines.anchored,
+                   lines.chain)
 
 
 def dense_posterior(st: _Region) -> np.ndarray:

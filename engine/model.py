@@ -40,7 +40,7 @@ class ComponentStats:
 
 #: The per-line arrays of a :class:`LineSet`, in its constructor's order (``rotation_invariant``
 #: sits between ``phi`` and ``locked``).
-LINE_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked", "anchored")
+LINE_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked", "anchored", "chain")
 #: Its boolean fields (None in the constructor: all False).
 LINE_FLAGS = ("locked", "anchored")
 
@@ -56,7 +56,10 @@ class LineSet:
     along-text coordinate is the projection on the line (True) or ``u`` (paper form);
     ``locked``: bool, a line the user fixed (EM never moves it, stage 8 never removes or
     merges it; None = no line locked); ``anchored``: bool, a line another tool's file gave
-    and left free: EM refines it within its row (``Parameters.anchor_reach``; None = none).
+    and left free: EM refines it within its row (``Parameters.anchor_reach``; None = none);
+    ``chain``: int, the text line a given line is a piece of (lines with the same ``chain`` >= 0
+    are straight pieces of one curved line a file gave, :func:`engine.initial_io.read_initial_lines`;
+    stage 8 joins their labels into one line); -1: a line of its own (None = all -1).
     """
 
     a: np.ndarray
@@ -70,17 +73,20 @@ class LineSet:
     rotation_invariant: bool = True
     locked: np.ndarray | None = None
     anchored: np.ndarray | None = None
+    chain: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.a)
         for flag in LINE_FLAGS:
             if getattr(self, flag) is None:
                 object.__setattr__(self, flag, np.zeros(n, bool))
+        if self.chain is None:
+            object.__setattr__(self, "chain", np.full(n, -1, np.int32))
         for name in LINE_FIELDS:
             arr = np.asarray(getattr(self, name))
             if arr.shape != (n,):
                 raise ValueError(f"LineSet.{name} has shape {arr.shape}, expected ({n},)")
-            kind = np.int32 if name == "region" else bool if name in LINE_FLAGS else np.float64
+            kind = np.int32 if name in ("region", "chain") else bool if name in LINE_FLAGS else np.float64
             arr = arr.astype(kind, copy=True)
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
@@ -98,14 +104,15 @@ class LineSet:
         """The lines at ``index`` (indices or a boolean mask), in that order."""
         return LineSet(self.a[index], self.b[index], self.c[index], self.sigma_t[index],
                        self.sigma_s[index], self.prior[index], self.region[index],
-                       self.phi[index], self.rotation_invariant, self.locked[index], self.anchored[index])
+                       self.phi[index], self.rotation_invariant, self.locked[index], self.anchored[index],
+                       self.chain[index])
 
     def with_rotation_invariant(self, rotation_invariant: bool) -> LineSet:
         """The same lines read with the other along-text coordinate (all fields kept)."""
         if rotation_invariant == self.rotation_invariant:
             return self
         return LineSet(self.a, self.b, self.c, self.sigma_t, self.sigma_s, self.prior, self.region,
-                       self.phi, rotation_invariant, self.locked, self.anchored)
+                       self.phi, rotation_invariant, self.locked, self.anchored, self.chain)
 
     def along(self, uv: np.ndarray) -> np.ndarray:
         """Along-text coordinate of region-frame points ``(n, 2)`` for every line: ``(n, L)``."""
@@ -146,7 +153,7 @@ class LineSet:
                  "sigma_t": float(self.sigma_t[i]), "sigma_s": float(self.sigma_s[i]),
                  "prior": float(self.prior[i]), "region": int(self.region[i]),
                  "phi": float(self.phi[i]), "locked": bool(self.locked[i]),
-                 "anchored": bool(self.anchored[i]),
+                 "anchored": bool(self.anchored[i]), "chain": int(self.chain[i]),
                  "segment": self.take([i]).segments()[0].round(2).tolist()}
                 for i in range(len(self))
             ],
@@ -161,7 +168,8 @@ class LineSet:
                    np.array([int(r["region"]) for r in rows], dtype=np.int32), col("phi"),
                    bool(data.get("rotation_invariant", True)),
                    np.array([bool(r.get("locked", False)) for r in rows], dtype=bool),
-                   np.array([bool(r.get("anchored", False)) for r in rows], dtype=bool))
+                   np.array([bool(r.get("anchored", False)) for r in rows], dtype=bool),
+                   np.array([int(r.get("chain", -1)) for r in rows], dtype=np.int32))
 
 
 @dataclass(frozen=True)

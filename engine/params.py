@@ -87,6 +87,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "anchor_reach": (0.0, 100.0, True, True),
     "anchor_sigma_t": (0.0, 100.0, True, True),
     "anchor_gap": (0.0, 0.5, True, True),
+    "given_piece": (0.0, 1000.0, True, True),
+    "given_pieces": (0, 10_000, True, True),
     "given_regions": (0.0, 100.0, True, True),
     "sigma_s_floor": (0.01, 100.0, True, True),
     "candidate_nats": (1.0, 1e4, True, True),
@@ -483,6 +485,22 @@ class Parameters:
     #: given lines (anchored or locked) into one: the file said there are two lines there.
     #: (A free line of EM's own still merges into a given one.) Not in the paper.
     anchor_keep: bool = True
+    #: A locked line a file gives (``--initial-lines FILE --lock-initial-lines``, a PAGE line
+    #: marked locked) is cut into straight pieces, one per given_piece x H_cc of its length
+    #: and at most given_pieces: a label image's or a polygon's ink cut along its axis, each
+    #: run's own line; a PAGE or ALTO baseline cut by arc length, each piece moved to the
+    #: middle of its own ink. EM never moves a locked piece, so each holds its part of a row
+    #: that bends or waves, and stage 8 joins the pieces' labels into one line
+    #: (``LineSet.chain``). One straight line per text line gives a curved row's ends to the
+    #: lines beside it: with the ground truth's lines locked (bench/steering.py, run (d)),
+    #: moc-train 54.2 / 85.0 -> 72.7 / 97.9 % FM / line IU, ahte-train 75.9 -> 84.6 %
+    #: FM (wavy baselines), pooled 81.7 -> 86.6 % FM. Free lines are not cut: free pieces
+    #: wander off on their own (ahte-train book1_page19, run (c) with 2 H_cc pieces: FM 0.70
+    #: -> 0.26). The cap bounds the cost, which grows with the lines EM carries (book1_page19
+    #: locked: 27 lines 4.9 s, 1198 pieces of 2 H_cc 57 s and 1.2 GB, at most 10 a line
+    #: 11 s). 0 (either) = each given line one straight line. Not in the paper.
+    given_piece: float = 2.0
+    given_pieces: int = 10
     #: Stage 8 keeps an anchored line where EM left it (within the file's bounds above) and
     #: only measures its spread about it, as it does a locked line's; off = stage 8 refits it
     #: to the ink labelled to it, like EM's own lines, with no bound: ink the file does not
@@ -619,7 +637,8 @@ class Parameters:
                 rb = "]" if hi_in else ")"
                 raise ParameterError(f"{name} = {value!r} is outside {lb}{lo}, {hi}{rb}")
         for name in ("seed", "min_speck_area", "min_region_samples", "max_em_iterations",
-                     "mp_max_sweeps", "snapshot_top_k", "label_window", "theta_edge_sample", "oriented_blobs"):
+                     "mp_max_sweeps", "snapshot_top_k", "label_window", "theta_edge_sample", "oriented_blobs",
+                     "given_pieces"):
             if int(getattr(self, name)) != getattr(self, name):
                 raise ParameterError(f"{name} must be a whole number, got {getattr(self, name)!r}")
             object.__setattr__(self, name, int(getattr(self, name)))
@@ -924,6 +943,12 @@ PAPER: dict[str, PaperValue] = {
                              "large H_cc) shared their rows."),
     "anchor_extent": PaperValue(False, "absent (EM starts from the blobs' lines only)",
                                 "a short given line grew along the text over the row beside it."),
+    "given_piece": PaperValue(0.0, "absent (EM starts from the blobs' lines only)",
+                              "a curved line given by a file was one straight line, and its "
+                              "row's ends went to the lines beside it."),
+    "given_pieces": PaperValue(0, "absent (EM starts from the blobs' lines only)",
+                               "a curved line given by a file was one straight line, and its "
+                               "row's ends went to the lines beside it."),
     "anchor_keep": PaperValue(False, "absent (EM starts from the blobs' lines only)",
                               "stage 8 removed or merged lines the file gave (insertions, rows "
                               "EM left with little ink)."),

@@ -810,8 +810,70 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
             label_specks(labels, prep.specks, SPECK_REACH * prep.stats.h_cc, owners)
         if prep.non_text is not None or prep.faint is not None:
             label_non_text(labels, prep, final, sample_labels, params.merge_gap)
+    if (final.chain >= 0).any():
+        labels, final, sample_labels, merges = join_chains(prep, labels, final, sample_labels, merges)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions,
                         merges=tuple(merges))
+
+
+def join_chains(prep: Preparation, labels: np.ndarray, lines: LineSet, sample_labels: np.ndarray,
+                merges: list) -> tuple[np.ndarray, LineSet, np.ndarray, list]:
+    """The final lines that are pieces of one curved line a file gave (same
+    :attr:`LineSet.chain` >= 0) made one line: one label (the first piece's place in the
+    order), one row, the straight line through the pieces' ends (the principal axis of
+    their end points weighted by length, as the window merges two lines) in the region of
+    the longest piece, with their length-weighted sigma_t and summed prior; locked when a
+    piece is. ``labels`` ``(H, W)`` 1-based, ``sample_labels`` ``(N,)`` 0-based and the
+    merges' line indices are renumbered to match."""
+    from . import edits  # edits -> initial_lines; postprocess is imported by pipeline first
+
+    n = len(lines)
+    target = np.arange(n)
+    for ch in np.unique(lines.chain[lines.chain >= 0]):
+        pieces = np.flatnonzero(lines.chain == ch)
+        target[pieces] = pieces[0]
+    if (target == np.arange(n)).all():
+        return labels, lines, sample_labels, merges
+    heads = np.flatnonzero(target == np.arange(n))
+    new_index = np.full(n, -1, np.int64)
+    new_index[heads] = np.arange(len(heads))
+    new_of_old = new_index[target]
+    rows = []
+    segs = lines.segments()
+    for h in heads:
+        pieces = np.flatnonzero(target == h)
+        if len(pieces) == 1:
+            rows.append(lines.take([h]))
+            continue
+        length = np.hypot(*(segs[pieces, 1] - segs[pieces, 0]).T)
+        w = np.maximum(length, 1e-9)
+        pts = segs[pieces].reshape(-1, 2)
+        wp = np.repeat(w, 2)
+        centre = (pts * wp[:, None]).sum(axis=0) / wp.sum()
+        cov = ((pts - centre) * wp[:, None]).T @ (pts - centre) / wp.sum()
+        axis = np.linalg.eigh(cov)[1][:, -1]
+        first, last = segs[pieces[0]].mean(axis=0), segs[pieces[-1]].mean(axis=0)
+        if np.dot(axis, last - first) < 0:
+            axis = -axis
+        t = (pts - centre) @ axis
+        seg = np.array([centre + t.min() * axis, centre + t.max() * axis])
+        longest = int(pieces[np.argmax(length)])
+        phi = float(lines.phi[longest])
+        a, b, c, extent = edits.segment_geometry(seg, phi, lines.rotation_invariant)
+        locked = bool(lines.locked[pieces].any())
+        rows.append(LineSet(np.array([a]), np.array([b]), np.array([c]),
+                            np.array([np.average(lines.sigma_t[pieces], weights=w)]),
+                            np.array([edits.given_sigma_s(prep, extent)]), np.array([lines.prior[pieces].sum()]),
+                            np.array([lines.region[longest]], np.int32), np.array([phi]),
+                            lines.rotation_invariant, np.array([locked]),
+                            np.array([bool(lines.anchored[pieces].any()) and not locked]),
+                            np.array([lines.chain[h]], np.int32)))
+    joined = concat_lines(rows, lines.rotation_invariant)
+    lut = np.concatenate([[0], new_of_old + 1]).astype(labels.dtype)
+    labels = lut[labels]
+    sample_labels = np.where(sample_labels >= 0, new_of_old[np.maximum(sample_labels, 0)], -1)
+    merges = [dataclasses.replace(m, line=int(new_of_old[m.line]) if m.line >= 0 else -1) for m in merges]
+    return labels, joined, sample_labels, merges
 
 
 def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:
@@ -1082,6 +1144,21 @@ def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, uv: np.nda
     return LineFit(a, b, c, st, ss, fit.weight)
 
 
+def _group_chains(sub_chain: np.ndarray, group: np.ndarray, placed_of: np.ndarray, chain: np.ndarray,
+                  n_groups: int) -> np.ndarray:
+    """The ``chain`` ``(n_groups,)`` of each group of stage 8 (:attr:`LineSet.chain`): its
+    placed line's (a locked or anchored line a file gave), else the one all its lines share
+    (-1 when they differ, and for the rows :func:`split_rows` split off)."""
+    out = np.full(n_groups, -1, np.int32)
+    for g in range(min(int(group.max(initial=-1)) + 1, n_groups)):
+        mine = np.unique(sub_chain[group == g])
+        if len(mine) == 1:
+            out[g] = mine[0]
+    placed = placed_of >= 0
+    out[placed] = chain[placed_of[placed]]
+    return out
+
+
 def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters, split: bool = False,
                       record: list | None = None) -> tuple[LineSet, np.ndarray]:
     """Stage 8 without the pixel labelling: surplus and diacritic lines removed, fragments
@@ -1176,12 +1253,13 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         if (placed_of >= 0).any():
             fit = _keep_placed(fit, lines, placed_of, uv, weights, rot_inv, floor_t)
         alive = (np.isfinite(fit.a) & (fit.weight >= 1)) | fixed
+        chain = _group_chains(sub.chain, group, placed_of, lines.chain, n_groups)
         remap = np.full(n_groups, -1, np.int64)
         remap[alive] = np.arange(int(alive.sum()))
         prior = fit.weight[alive] / max(fit.weight[alive].sum(), 1e-12)
         part = LineSet(fit.a[alive], fit.b[alive], fit.c[alive], fit.sigma_t[alive], fit.sigma_s[alive],
                        prior, np.full(int(alive.sum()), r, np.int32), np.full(int(alive.sum()), region.phi),
-                       rot_inv, fixed[alive], given[alive] & ~fixed[alive])
+                       rot_inv, fixed[alive], given[alive] & ~fixed[alive], chain[alive])
         centre = {r: float(uv[:, 0].mean())}
         order = order_lines(part, centre)
         rank = np.empty_like(order)

@@ -597,3 +597,22 @@ def narrow_column_page(seed: int = 0, main_deg: float = -25.0, column_deg: float
     page = SyntheticPage(image=image, labels=labels, n_lines=len(lines),
                          angles=tuple(ln.angle_deg() for ln in lines), kind="narrow_column")
     return page, np.array([ln.block for ln in lines])
+
+
+def bent_rows_page(seed: int = 0, bend: float = 0.8) -> SyntheticPage:
+    """Six parallel rows of cursive, each bent by one sine period across the page whose
+    amplitude is ``bend`` x the row pitch (issue 24, the curved rows of moc-train): x-height
+    20 px, rows 3 x-heights apart. A straight line through a row lies farther from the row's
+    crests and troughs than the neighbouring rows' lines do."""
+    rng = np.random.default_rng([seed, 24])
+    h = 20.0
+    pitch = 3.0 * h
+    style = _Style(h=h, thickness=3, slant=0.15)
+    width, height = 1000, 800
+    lines = _block(rng, 6, 800.0, pitch, 0.0, h, (100.0, 250.0, 900.0, 650.0), align="top")
+    k = 2 * np.pi / 800.0
+    for ln in lines:
+        ln.curve = lambda u, a=bend * pitch, k=k: a * np.sin(k * u)
+    image, labels = _render(lines, style, rng, (height, width), 1.0, touching=False)
+    return SyntheticPage(image=image, labels=labels, n_lines=len(lines),
+                         angles=tuple(ln.angle_deg() for ln in lines), kind="bent_rows")

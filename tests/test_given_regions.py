@@ -20,7 +20,9 @@ from engine.params import Parameters
 @pytest.fixture(scope="module")
 def split_page(tmp_path_factory):
     page = make_page("wide_words", seed=0)
-    prep = pipeline.prepare(page.image, Parameters(row_join=0.0))
+    # Whole given lines (given_pieces 0): locked pieces sit in the regions of their own
+    # midpoints and need no region to follow them (tests/test_given_pieces.py).
+    prep = pipeline.prepare(page.image, Parameters(row_join=0.0, given_pieces=0))
     path = tmp_path_factory.mktemp("gt") / "gt.png"
     cv2.imwrite(str(path), page.labels.astype(np.uint16))
     return page, prep, path

@@ -130,6 +130,8 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "anchor_gap": (0.0, "eq. update1: no bound from the other lines"),
     "anchor_extent": (False, "eq. update1: sigma_s and c from the samples"),
     "anchor_keep": (False, "§4.2: every line may be removed or merged"),
+    "given_piece": (0.0, "§3: one straight regression line per text line"),
+    "given_pieces": (0, "§3: one straight regression line per text line"),
     "anchor_place": (False, "§4.2: stage 8 refits every line to its samples"),
     "given_regions": (0.0, "§4.1: the regions come from the page alone"),
     "sigma_s_floor": (0.01, "eq. update1: no floor (0.01 the smallest allowed)"),

@@ -34,6 +34,18 @@ def prep(page):
 
 
 @pytest.fixture(scope="module")
+def prep_whole(page):
+    """The page prepared with given lines never cut into pieces (``given_pieces`` 0): the
+    rules below are about whole lines (tests/test_given_pieces.py covers the pieces)."""
+    return pipeline.prepare(page.image, Parameters(given_pieces=0))
+
+
+def text_lines(lines: LineSet) -> int:
+    """How many text lines ``lines`` are: a chain of pieces counts once."""
+    return len(np.unique(lines.chain[lines.chain >= 0])) + int((lines.chain < 0).sum())
+
+
+@pytest.fixture(scope="module")
 def label_file(page, tmp_path_factory):
     path = tmp_path_factory.mktemp("gt") / "gt.png"
     cv2.imwrite(str(path), page.labels.astype(np.uint16))
@@ -237,15 +249,21 @@ def test_lock_changed_locks_drawn_and_moved_lines_only(prep):
 # ----------------------------------------------------------------------------- locked lines
 
 
-def test_ground_truth_lines_locked_give_fm_one(page, prep, label_file):
-    lines = read_initial_lines(label_file, prep, lock=True)
+def test_ground_truth_lines_locked_give_fm_one(page, prep, prep_whole, label_file):
+    lines = read_initial_lines(label_file, prep_whole, lock=True)
     assert len(lines) == page.n_lines and lines.locked.all()
-    seg = labels_from(prep, lines)
+    seg = labels_from(prep_whole, lines)
     assert contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm == 1.0
     # The final lines are the locked ones, where they were put.
     assert seg.lines.locked.all() and len(seg.lines) == len(lines)
     for name in ("a", "b", "c", "sigma_s"):
         np.testing.assert_array_equal(np.sort(getattr(seg.lines, name)), np.sort(getattr(lines, name)))
+    # Cut into pieces (the default), the same: one line per text line, every pixel right.
+    pieces = read_initial_lines(label_file, prep, lock=True)
+    assert len(pieces) > page.n_lines and text_lines(pieces) == page.n_lines
+    seg = labels_from(prep, pieces)
+    assert contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm == 1.0
+    assert seg.lines.locked.all() and len(seg.lines) == page.n_lines
 
 
 def _shift_across(prep, lines, k, amount):
@@ -259,15 +277,15 @@ def _shift_across(prep, lines, k, amount):
 
 
 @pytest.mark.parametrize("lock", [True, False])
-def test_a_locked_line_shifted_by_half_a_pitch_stays_where_the_user_put_it(prep, label_file, lock):
-    gt = read_initial_lines(label_file, prep, lock=lock)
+def test_a_locked_line_shifted_by_half_a_pitch_stays_where_the_user_put_it(prep_whole, label_file, lock):
+    gt = read_initial_lines(label_file, prep_whole, lock=lock)
     if not lock:  # free as EM's own lines (a file's free lines are anchored: see below)
         gt = dataclasses.replace(gt, anchored=np.zeros(len(gt), bool))
     pitch = float(np.median(np.diff(gt.b)))
     k = len(gt) // 2
-    shifted = _shift_across(prep, gt, k, pitch / 2.0)
-    seg = labels_from(prep, shifted)
-    *_, last = pipeline.run_em(prep, shifted)
+    shifted = _shift_across(prep_whole, gt, k, pitch / 2.0)
+    seg = labels_from(prep_whole, shifted)
+    *_, last = pipeline.run_em(prep_whole, shifted)
     at = np.argmin(np.abs(last.lines.b - shifted.b[k]))
     where = (last.lines.a[at], last.lines.b[at], last.lines.c[at])
     if lock:  # EM and stage 8 leave it exactly there
@@ -279,16 +297,16 @@ def test_a_locked_line_shifted_by_half_a_pitch_stays_where_the_user_put_it(prep,
 
 
 @pytest.mark.parametrize("lock", [True, False])
-def test_a_locked_line_is_never_removed_nor_merged(prep, label_file, lock):
-    gt = read_initial_lines(label_file, prep, lock=lock)
+def test_a_locked_line_is_never_removed_nor_merged(prep_whole, label_file, lock):
+    gt = read_initial_lines(label_file, prep_whole, lock=lock)
     segs = gt.segments()
     k = 3
     # A duplicate of line k (0.2 H_cc below it) and a line on blank paper below the text.
     blank = segs[-1] + [0.0, 2.5 * float(np.median(np.diff(gt.b)))]
-    assert blank[:, 1].max() < prep.shape[0] - 5
-    lines = edits.add_line(prep, gt, segs[k] + [0.0, 0.2 * prep.stats.h_cc], locked=lock)
-    lines = edits.add_line(prep, lines, blank, locked=lock)
-    seg = labels_from(prep, lines)
+    assert blank[:, 1].max() < prep_whole.shape[0] - 5
+    lines = edits.add_line(prep_whole, gt, segs[k] + [0.0, 0.2 * prep_whole.stats.h_cc], locked=lock)
+    lines = edits.add_line(prep_whole, lines, blank, locked=lock)
+    seg = labels_from(prep_whole, lines)
     if lock:
         assert len(seg.lines) == len(gt) + 2 and seg.lines.locked.all()
         assert np.isin(lines.b[-2:], seg.lines.b).all()
@@ -319,13 +337,13 @@ def test_two_lines_a_file_gives_on_one_row_stay_two(page, prep, tmp_path, keep):
         left = (page.labels == k) & ~right
         assert np.bincount(seg.labels[left]).argmax() != np.bincount(seg.labels[right]).argmax()
 
-def test_a_free_duplicate_joins_a_locked_line_and_two_locked_lines_never_merge(prep, label_file):
-    gt = read_initial_lines(label_file, prep, lock=True)
+def test_a_free_duplicate_joins_a_locked_line_and_two_locked_lines_never_merge(prep_whole, label_file):
+    gt = read_initial_lines(label_file, prep_whole, lock=True)
     k = 3
-    twin = gt.segments()[k] + [0.0, 0.2 * prep.stats.h_cc]
-    free = labels_from(prep, edits.add_line(prep, gt, twin, locked=False))
+    twin = gt.segments()[k] + [0.0, 0.2 * prep_whole.stats.h_cc]
+    free = labels_from(prep_whole, edits.add_line(prep_whole, gt, twin, locked=False))
     assert len(free.lines) == len(gt) and free.lines.locked.all()
-    both = labels_from(prep, edits.add_line(prep, gt, twin, locked=True))
+    both = labels_from(prep_whole, edits.add_line(prep_whole, gt, twin, locked=True))
     assert len(both.lines) == len(gt) + 1
 
 
@@ -501,7 +519,9 @@ def test_files_drawn_on_the_stored_pixels_of_an_exif_turned_page(page, tmp_path)
 
 def test_a_page_custom_attribute_locks_a_line(page, prep, tmp_path):
     lines = read_initial_lines(write_page_xml(tmp_path / "l.xml", page, locked=(2, 5)), prep)
-    assert lines.locked.sum() == 2
+    # The two locked lines, cut into pieces (given_pieces); the free ones whole.
+    assert len(np.unique(lines.chain[lines.locked])) == 2 and (lines.chain[lines.locked] >= 0).all()
+    assert (lines.chain[~lines.locked] == -1).all()
     assert read_initial_lines(tmp_path / "l.xml", prep, lock=True).locked.all()
 
 
@@ -645,7 +665,7 @@ def test_rows_a_file_leaves_out_beyond_its_lines_get_a_line(page, prep, tmp_path
     seg = lines.segments()
     mid = seg.mean(axis=1)
     assert np.min(np.abs(mid[:, 1] - centre[1])) < 0.25 * prep.stats.h_cc * 2
-    assert len(read_initial_lines(path, prep, lock=True)) == page.n_lines - 1
+    assert text_lines(read_initial_lines(path, prep, lock=True)) == page.n_lines - 1
     off = pipeline.prepare(page.image, dataclasses.replace(Parameters(), file_row_fill=0.0))
     assert len(read_initial_lines(path, off)) == page.n_lines - 1
     # EM from the filled lines gets every row; from the file's lines alone the last row's
@@ -665,7 +685,7 @@ def test_a_file_with_a_locked_line_gets_no_rows_filled(page, prep, tmp_path):
     free = read_initial_lines(write_page_xml(tmp_path / "free.xml", short), prep)
     assert len(free) == page.n_lines
     held = read_initial_lines(write_page_xml(tmp_path / "held.xml", short, locked=(2,)), prep)
-    assert len(held) == page.n_lines - 1 and held.locked.sum() == 1
+    assert text_lines(held) == page.n_lines - 1 and len(np.unique(held.chain[held.locked])) == 1
 
 
 def test_ink_no_given_line_holds_does_not_pull_the_lines_off_their_rows(page, tmp_path):

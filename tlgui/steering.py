@@ -46,10 +46,11 @@ def same_frames(prep: Preparation, lines: LineSet) -> bool:
 
 def fit_to(prep: Preparation, lines: LineSet) -> LineSet:
     """``lines`` on the page of ``prep``: as they are when its regions are theirs, else each
-    row's segment placed on this preparation (sigma_t, lock and anchor kept)."""
+    row's segment placed on this preparation (sigma_t, lock, anchor and chain kept)."""
     if len(lines) == 0 or same_frames(prep, lines):
         return lines
-    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked, lines.anchored)
+    return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked, lines.anchored,
+                                    lines.chain)
 
 
 def read_lines_file(path: str | Path, prep: Preparation, lock: bool = False) -> LineSet:
