@@ -230,9 +230,12 @@ def _clip_segment(p: np.ndarray, q: np.ndarray, w: float, h: float) -> tuple[np.
     return p + t0 * d, p + t1 * d
 
 
-def render_overlay(gray: np.ndarray, labels: np.ndarray, lines: LineSet | None = None) -> np.ndarray:
+def render_overlay(gray: np.ndarray, labels: np.ndarray, lines: LineSet | None = None,
+                   paths: Mapping[int, np.ndarray] | None = None) -> np.ndarray:
     """The page ``(H, W)`` uint8 with each labelled pixel in its line's colour and each
-    regression line drawn over it -> RGB ``(H, W, 3)`` uint8.
+    regression line drawn over it -> RGB ``(H, W, 3)`` uint8. ``paths``: 0-based line index ->
+    page points ``(P, 2)``, drawn instead of that line's straight segment (a line joined from
+    a given line's pieces, :attr:`Segmentation.paths`).
 
     Unlabelled pixels keep their grey level, lightened so that the colours stand out.
     """
@@ -251,16 +254,19 @@ def render_overlay(gray: np.ndarray, labels: np.ndarray, lines: LineSet | None =
         thick = max(1, round(min(h, w) / 600))
         segs = lines.segments()
         for k in range(len(lines)):
-            p, q = segs[k, 0], segs[k, 1]
-            if not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
-                continue
-            clipped = _clip_segment(p, q, w - 1.0, h - 1.0)
-            if clipped is None:
-                continue
-            a, b = (tuple(int(round(c)) for c in pt) for pt in clipped)
+            path = (paths or {}).get(k)
+            pieces = (zip(path[:-1], path[1:], strict=True) if path is not None and len(path) >= 2
+                      else [(segs[k, 0], segs[k, 1])])
             # A darker shade of the line's colour, so the line reads over its own ink.
             colour = tuple(int(c) for c in (lut[k + 1].astype(np.int32) * 3 // 5))
-            cv2.line(out, a, b, colour, thick, cv2.LINE_AA)
+            for p, q in pieces:
+                if not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
+                    continue
+                clipped = _clip_segment(p, q, w - 1.0, h - 1.0)
+                if clipped is None:
+                    continue
+                a, b = (tuple(int(round(c)) for c in pt) for pt in clipped)
+                cv2.line(out, a, b, colour, thick, cv2.LINE_AA)
     return out
 
 
@@ -361,14 +367,27 @@ def _area(xy: np.ndarray) -> float:
 
 
 def line_baseline(xs: np.ndarray, ys: np.ndarray, lines: LineSet, k: int, shape: tuple[int, int],
-                  n_points: int = 2) -> np.ndarray:
+                  n_points: int = 2, path: np.ndarray | None = None) -> np.ndarray:
     """Baseline of line ``k`` (0-based row of ``lines``): int ``(n_points, 2)`` [x, y].
 
     Points on the regression line over the extent of the line's pixels along it, moved down
-    across the text by ``sigma_t`` (the line's spread, pixels), clipped to the page.
+    across the text by ``sigma_t`` (the line's spread, pixels), clipped to the page. With a
+    ``path`` (page points ``(P, 2)``, :attr:`Segmentation.paths`), that path's points, each
+    moved by ``sigma_t`` across the path where it lies, to the same side.
     """
     h, w = shape
     a, b, phi, st = float(lines.a[k]), float(lines.b[k]), float(lines.phi[k]), float(lines.sigma_t[k])
+    if path is not None and len(path) >= 2:
+        pts = np.asarray(path, np.float64)
+        tangent = np.gradient(pts, axis=0)
+        tangent /= np.maximum(np.hypot(*tangent.T), 1e-12)[:, None]
+        normal = np.stack([-tangent[:, 1], tangent[:, 0]], axis=1)
+        down = from_region_frame(np.array([-a, 1.0]) / np.hypot(1.0, a), phi)  # the line's "down"
+        normal[normal @ down < 0] *= -1.0
+        xy = np.rint(pts + st * normal)
+        xy[:, 0] = np.clip(xy[:, 0], 0, w - 1)
+        xy[:, 1] = np.clip(xy[:, 1], 0, h - 1)
+        return xy.astype(np.int64)
     uv = to_region_frame(np.stack([np.asarray(xs, float), np.asarray(ys, float)], -1), phi)
     norm = np.hypot(1.0, a)
     direction = np.array([1.0, a]) / norm
@@ -447,7 +466,8 @@ def page_shapes(seg: Segmentation, image_shape: tuple[int, int]) -> list[RegionS
         for k in by_region[r]:
             xs, ys = pixels[k]
             shapes.append(LineShape(k, line_polygon(xs, ys, float(lines.phi[k - 1]), (h, w)),
-                                    line_baseline(xs, ys, lines, k - 1, (h, w))))
+                                    line_baseline(xs, ys, lines, k - 1, (h, w),
+                                                  path=getattr(seg, "paths", {}).get(k - 1))))
         allpts = np.concatenate([s.polygon for s in shapes]).astype(np.int32)
         hull = cv2.convexHull(allpts.reshape(-1, 1, 2)).reshape(-1, 2).astype(np.int64)
         if len(hull) < 3:
@@ -715,6 +735,9 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
     meta = dict(extra or {})
     meta.update({"lines": seg.lines.to_dict(), "n_lines": len(seg.lines), "image": str(image_filename),
                  "shape": [int(h), int(w)],
+                 # The paths of lines joined from a given line's pieces (1-based line number).
+                 "paths": {str(k + 1): np.round(np.asarray(p, float), 2).tolist()
+                           for k, p in sorted(getattr(seg, "paths", {}).items())},
                  # Which fragments were merged into which line, and why (engine.row_merge).
                  "merges": [m.to_dict() for m in getattr(seg, "merges", ())]})
     targets = {kind: out / f"{stem}{suffix}" for kind, suffix in OUTPUT_SUFFIXES.items()}
@@ -726,7 +749,7 @@ def write_outputs(outdir: str | os.PathLike, stem: str, gray: np.ndarray, seg: S
         current = "labels"
         write_label_png(temps["labels"], labels)
         current = "overlay"
-        write_png(temps["overlay"], render_overlay(gray, labels, seg.lines))
+        write_png(temps["overlay"], render_overlay(gray, labels, seg.lines, getattr(seg, "paths", None)))
         current = "page"
         write_page_xml(temps["page"], seg, image_filename, (h, w), meta.get("preset"))
         current = "alto"
@@ -787,8 +810,10 @@ def read_outputs(outdir: str | os.PathLike, stem: str) -> SavedResult:
         labels = labels.astype(np.int32)
     else:
         raise OSError(f"no labels for '{stem}' in {out} (neither {dat.name} nor {png.name})")
+    paths = {int(k) - 1: np.asarray(p, np.float64).reshape(-1, 2)
+             for k, p in (meta.get("paths") or {}).items()}
     seg = Segmentation(labels=labels, lines=LineSet.from_dict(meta["lines"]),
-                       sample_labels=np.zeros(0, np.int32), regions=())
+                       sample_labels=np.zeros(0, np.int32), regions=(), paths=paths)
     image = None
     for candidate in (meta.get("source"), out / str(meta.get("image") or "")):
         if candidate and Path(candidate).is_file():

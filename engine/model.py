@@ -311,6 +311,10 @@ class Segmentation:
     #: Every merge of fragments into one line (:class:`engine.row_merge.FragmentMerge`: which
     #: fragments were joined, where, and why), within a region and across regions.
     merges: tuple = ()
+    #: The path of each line made of a given line's straight pieces (``LineSet.chain``,
+    #: :func:`engine.postprocess.join_chains`): 0-based line index -> page points ``(P, 2)``
+    #: [x, y] through the pieces in order along the line. Lines not listed are straight.
+    paths: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

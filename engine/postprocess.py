@@ -810,21 +810,24 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
             label_specks(labels, prep.specks, SPECK_REACH * prep.stats.h_cc, owners)
         if prep.non_text is not None or prep.faint is not None:
             label_non_text(labels, prep, final, sample_labels, params.merge_gap)
+    paths: dict = {}
     if (final.chain >= 0).any():
-        labels, final, sample_labels, merges = join_chains(prep, labels, final, sample_labels, merges)
+        labels, final, sample_labels, merges, paths = join_chains(prep, labels, final, sample_labels, merges)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions,
-                        merges=tuple(merges))
+                        merges=tuple(merges), paths=paths)
 
 
 def join_chains(prep: Preparation, labels: np.ndarray, lines: LineSet, sample_labels: np.ndarray,
-                merges: list) -> tuple[np.ndarray, LineSet, np.ndarray, list]:
+                merges: list) -> tuple[np.ndarray, LineSet, np.ndarray, list, dict]:
     """The final lines that are pieces of one curved line a file gave (same
     :attr:`LineSet.chain` >= 0) made one line: one label (the first piece's place in the
     order), one row, the straight line through the pieces' ends (the principal axis of
     their end points weighted by length, as the window merges two lines) in the region of
     the longest piece, with their length-weighted sigma_t and summed prior; locked when a
     piece is. ``labels`` ``(H, W)`` 1-based, ``sample_labels`` ``(N,)`` 0-based and the
-    merges' line indices are renumbered to match."""
+    merges' line indices are renumbered to match. Also returns each joined line's path (new
+    0-based index -> page points ``(P + 1, 2)``: the first piece's start, the middle of each
+    two neighbouring pieces' facing ends, the last piece's end), for the exports' baselines."""
     from . import edits  # edits -> initial_lines; postprocess is imported by pipeline first
 
     n = len(lines)
@@ -833,12 +836,13 @@ def join_chains(prep: Preparation, labels: np.ndarray, lines: LineSet, sample_la
         pieces = np.flatnonzero(lines.chain == ch)
         target[pieces] = pieces[0]
     if (target == np.arange(n)).all():
-        return labels, lines, sample_labels, merges
+        return labels, lines, sample_labels, merges, {}
     heads = np.flatnonzero(target == np.arange(n))
     new_index = np.full(n, -1, np.int64)
     new_index[heads] = np.arange(len(heads))
     new_of_old = new_index[target]
     rows = []
+    paths: dict[int, np.ndarray] = {}
     segs = lines.segments()
     for h in heads:
         pieces = np.flatnonzero(target == h)
@@ -857,6 +861,11 @@ def join_chains(prep: Preparation, labels: np.ndarray, lines: LineSet, sample_la
             axis = -axis
         t = (pts - centre) @ axis
         seg = np.array([centre + t.min() * axis, centre + t.max() * axis])
+        ends = segs[pieces].copy()  # each piece's ends, turned to run along the axis, in order
+        flip = ((ends[:, 1] - ends[:, 0]) @ axis) < 0
+        ends[flip] = ends[flip][:, ::-1]
+        ends = ends[np.argsort(ends.mean(axis=1) @ axis)]
+        paths[int(new_index[h])] = np.vstack([ends[0, 0], (ends[:-1, 1] + ends[1:, 0]) / 2.0, ends[-1, 1]])
         longest = int(pieces[np.argmax(length)])
         phi = float(lines.phi[longest])
         a, b, c, extent = edits.segment_geometry(seg, phi, lines.rotation_invariant)
@@ -873,7 +882,7 @@ def join_chains(prep: Preparation, labels: np.ndarray, lines: LineSet, sample_la
     labels = lut[labels]
     sample_labels = np.where(sample_labels >= 0, new_of_old[np.maximum(sample_labels, 0)], -1)
     merges = [dataclasses.replace(m, line=int(new_of_old[m.line]) if m.line >= 0 else -1) for m in merges]
-    return labels, joined, sample_labels, merges
+    return labels, joined, sample_labels, merges, paths
 
 
 def grow_labels(labels: np.ndarray, into: np.ndarray, steps: int) -> None:

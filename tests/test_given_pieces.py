@@ -132,7 +132,7 @@ def test_join_chains_relabels_pieces_as_one_line():
     labels = np.array([[1, 2, 3, 4, 0]], np.int32)
     samples = np.array([0, 1, 2, 3, -1])
     prep = SimpleNamespace(params=Parameters(), stats=SimpleNamespace(h_cc=6.0, w_cc=12.0))
-    out, joined, sample_out, _ = join_chains(prep, labels, lines, samples, [])
+    out, joined, sample_out, _, paths = join_chains(prep, labels, lines, samples, [])
     np.testing.assert_array_equal(out, [[1, 1, 2, 1, 0]])
     np.testing.assert_array_equal(sample_out, [0, 0, 1, 0, -1])
     assert len(joined) == 2 and joined.chain.tolist() == [7, -1] and joined.locked.all()
@@ -141,6 +141,54 @@ def test_join_chains_relabels_pieces_as_one_line():
     np.testing.assert_allclose(sorted(seg[:, 0]), [5.0, 55.0], atol=1e-9)
     np.testing.assert_allclose(seg[:, 1], 0.0, atol=1e-9)
     assert joined.prior[0] == pytest.approx(0.75)
+    # Its path runs through the pieces in order: 5, the gaps' middles 20 and 40, then 55.
+    assert list(paths) == [0]
+    np.testing.assert_allclose(paths[0], [[5.0, 0.0], [20.0, 0.0], [40.0, 0.0], [55.0, 0.0]], atol=1e-9)
+
+
+def test_a_joined_line_keeps_its_bend_in_the_exports(bent, bent_file, tmp_path):
+    """The PAGE baseline, the overlay's line and the JSON of a line joined from pieces follow
+    the row's bend; read back, the paths are the same."""
+    from engine.export import page_shapes, read_outputs, write_outputs
+
+    _, seg = _run_locked(bent, bent_file)
+    assert set(seg.paths) == set(range(bent.n_lines))
+    shapes = [ln for region in page_shapes(seg, bent.labels.shape) for ln in region.lines]
+    for shape in shapes:
+        base = shape.baseline.astype(float)
+        assert len(base) > 3
+        # Bent: its points stray from the chord through its ends by far more than a pixel.
+        d = base[-1] - base[0]
+        off = np.abs((base - base[0]) @ np.array([-d[1], d[0]]) / np.hypot(*d))
+        assert off.max() > 0.5 * 0.8 * 60.0  # half the rows' amplitude (0.8 x a 60 px pitch)
+        # ... and each point lies at its own line's ink there, not at a neighbour's (rows 60 px
+        # apart; the baseline lies sigma_t under the ink's middle).
+        xs = np.clip(base[:, 0].astype(int), 0, bent.labels.shape[1] - 1)
+        for x, y in zip(xs, base[:, 1].astype(int), strict=True):
+            rows = np.flatnonzero(seg.labels[:, max(x - 10, 0):x + 10].max(axis=1) == shape.label)
+            assert rows.size == 0 or abs(np.median(rows) - y) < 25
+    # The overlay draws each path: at a path's inner point, near its line's darker shade
+    # (anti-aliased), where the straight segment leaves the page's colours.
+    from engine.export import label_colours, render_overlay
+
+    drawn = render_overlay(bent.image, seg.labels, seg.lines, seg.paths)
+    straight = render_overlay(bent.image, seg.labels, seg.lines)
+    lut = label_colours(len(seg.lines))
+
+    def nearest(image, x, y, shade):
+        patch = image[y - 1:y + 2, x - 1:x + 2].reshape(-1, 3).astype(np.int32)
+        return np.abs(patch - shade).sum(axis=1).min()
+
+    for k, path in seg.paths.items():
+        x, y = np.rint(path[len(path) // 2]).astype(int)
+        shade = lut[k + 1].astype(np.int32) * 3 // 5
+        assert nearest(drawn, x, y, shade) < 0.5 * nearest(straight, x, y, shade), k
+    written = write_outputs(tmp_path, "bent", bent.image, seg, "bent.png")
+    back = read_outputs(tmp_path, "bent")
+    assert set(back.seg.paths) == set(seg.paths)
+    for k, path in seg.paths.items():
+        np.testing.assert_allclose(back.seg.paths[k], path, atol=0.01)
+    assert [p.name for p in written][-1] == "bent.json"
 
 
 def test_locked_pieces_in_the_regions_that_cut_a_row_give_one_line_a_row(tmp_path):

@@ -333,3 +333,40 @@ def test_initial_lines_asked_for_before_the_page_is_prepared_load_once_it_is(qtb
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy()
                     and window.undo.undoText() == "load initial lines", timeout=60_000)
     assert text_lines(window.edits.lines) == n_gt > 10 and window.edits.lines.locked.all()
+
+
+def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object, window: MainWindow,
+                                                                  tmp_path: Path) -> None:
+    """A label file's bent rows loaded locked: the pieces are the initial lines, the result
+    has one line a row, and the canvas draws each along its path (``Segmentation.paths``): a
+    click on a path's inner point, far off the straight line through its ends, selects it."""
+    from synthetic import bent_rows_page
+
+    page = bent_rows_page(seed=0, bend=0.8)
+    path, gt = tmp_path / "bent.png", tmp_path / "gt.png"
+    cv2.imwrite(str(path), page.image)
+    cv2.imwrite(str(gt), page.labels.astype(np.uint16))
+    open_and_prepare(qtbot, window, str(path))
+    window.load_initial_lines(str(gt), lock=True)
+    qtbot.waitUntil(lambda: not window.is_busy() and window.edits.lines.locked.all(), timeout=30_000)
+    assert text_lines(window.edits.lines) == page.n_lines < len(window.edits.lines)
+    run_to_end(qtbot, window)
+    seg = window.session.segmentation
+    assert len(seg.lines) == page.n_lines and set(seg.paths) == set(range(page.n_lines))
+    canvas = window.canvas
+    assert canvas.shown_lines is seg.lines and set(canvas.shown_bends) == set(seg.paths)
+    far = 0
+    for k, bend in seg.paths.items():
+        seg_k = seg.lines.segments()[k]
+        d = seg_k[1] - seg_k[0]
+        offs = np.abs((bend[:, 0] - seg_k[0, 0]) * d[1] - (bend[:, 1] - seg_k[0, 1]) * d[0]) / np.hypot(*d)
+        x, y = bend[int(np.argmax(offs))]  # the path's point farthest from the straight line
+        if offs.max() > 2 * float(seg.lines.sigma_t[k]) + 10:
+            assert canvas.line_at(float(x), float(y), tolerance_px=1.0) == k
+            # ... and its band, drawn along the path, holds that point.
+            from PySide6.QtCore import QPointF
+
+            band = canvas.lines_item.paths[k % len(canvas.lines_item.paths)][0]
+            assert band.contains(QPointF(float(x), float(y)))
+            far += 1
+    assert far >= page.n_lines // 2

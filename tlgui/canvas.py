@@ -30,6 +30,7 @@ from .items import (
     FastImageItem,
     GraphEdgesItem,
     LinesItem,
+    bend_shapes,
     distance_to_segments,
     line_colour,
     polygons_path,
@@ -135,6 +136,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         self.run_edges: np.ndarray | None = None
         self.snapshot: Snapshot | None = None
         self.shown_lines: LineSet | None = None
+        self.shown_bends: dict = {}
         self.selected = -1
         self.posterior_mode = "argmax"
         self.initial_segments = np.zeros((0, 2, 2))
@@ -400,13 +402,16 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         for item in self.layers["initial"].items:
             item.setVisible(visible)
 
-    def show_snapshot(self, snap: Snapshot | None, lines: LineSet | None = None) -> None:
+    def show_snapshot(self, snap: Snapshot | None, lines: LineSet | None = None,
+                      bends: dict | None = None) -> None:
         """Draw the state of one snapshot on every shown layer (stale-mark the others);
         ``lines``: the lines to draw instead of the snapshot's (the final lines, after the
-        last snapshot)."""
+        last snapshot), with ``bends`` the paths of those joined from a file's locked pieces
+        (``Segmentation.paths``)."""
         t0 = time.perf_counter()
         self.snapshot = snap
         self.shown_lines = lines if lines is not None else (None if snap is None else snap.lines)
+        self.shown_bends = (bends or {}) if lines is not None else {}
         if self.shown_lines is not None and self.selected >= len(self.shown_lines):
             self.selected = -1
         for name in ("posterior", "graph", "lines"):
@@ -545,7 +550,7 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if lines is None or len(lines) == 0:
             self._clear_lines()
             return
-        self.lines_item.set_lines(lines)
+        self.lines_item.set_lines(lines, self.shown_bends)
         self._draw_selected()
 
     def _draw_selected(self) -> None:
@@ -554,8 +559,14 @@ class PageCanvas(pg.GraphicsLayoutWidget):
             self.selected_item.setPath(QPainterPath())
             return
         one = lines.take([self.selected])
-        path = polygons_path(one.band())
-        path.addPath(segments_path(one.segments()))
+        bend = self.shown_bends.get(self.selected)
+        if bend is not None and len(bend) >= 2:
+            segs, quads = bend_shapes(bend, float(one.sigma_t[0]))
+            path = polygons_path(quads)
+            path.addPath(segments_path(segs))
+        else:
+            path = polygons_path(one.band())
+            path.addPath(segments_path(one.segments()))
         self.selected_item.setPath(path)
 
     # --- picking -------------------------------------------------------------------------------
@@ -572,6 +583,9 @@ class PageCanvas(pg.GraphicsLayoutWidget):
         if lines is None or len(lines) == 0:
             return -1
         d = distance_to_segments(np.array([x, y]), lines.segments())
+        for k, bend in self.shown_bends.items():  # a bent line: the nearest of its path's pieces
+            if 0 <= k < len(d) and len(bend) >= 2:
+                d[k] = distance_to_segments(np.array([x, y]), bend_shapes(bend, 0.0)[0]).min()
         # Inside a band counts as a hit too: sigma_t is the line's own width.
         d = d - lines.sigma_t
         best = int(np.argmin(d))

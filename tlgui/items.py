@@ -233,6 +233,17 @@ def segments_path(segs: np.ndarray) -> QPainterPath:
     return fn.arrayToQPath(segs[..., 0].ravel(), segs[..., 1].ravel(), connect="pairs")
 
 
+def bend_shapes(path: np.ndarray, sigma_t: float) -> tuple[np.ndarray, np.ndarray]:
+    """A bent line's path ``(P, 2)`` as its segments ``(P - 1, 2, 2)`` and their +- ``sigma_t``
+    bands, one quadrilateral ``(P - 1, 4, 2)`` each."""
+    pts = np.asarray(path, np.float64)
+    segs = np.stack([pts[:-1], pts[1:]], axis=1)
+    d = segs[:, 1] - segs[:, 0]
+    normal = np.stack([-d[:, 1], d[:, 0]], axis=1) / np.maximum(np.hypot(*d.T), 1e-12)[:, None] * sigma_t
+    quads = np.stack([segs[:, 0] - normal, segs[:, 1] - normal, segs[:, 1] + normal, segs[:, 0] + normal], axis=1)
+    return segs, quads
+
+
 def distance_to_segments(p: np.ndarray, segs: np.ndarray) -> np.ndarray:
     """Euclidean distance from point ``p`` (2,) to each segment ``(L, 2, 2)``."""
     a, b = segs[:, 0], segs[:, 1]
@@ -267,7 +278,10 @@ class LinesItem(pg.GraphicsObject):
         self.locked_pen = QPen(QColor("#ffffff"), 2, Qt.PenStyle.DashLine)
         self.locked_pen.setCosmetic(True)
 
-    def set_lines(self, lines: LineSet | None) -> None:
+    def set_lines(self, lines: LineSet | None, bends: dict | None = None) -> None:
+        """Draw ``lines`` (their centre segments and sigma_t bands); ``bends``: 0-based line
+        index -> page points ``(P, 2)``, the path drawn instead of that line's segment (a line
+        joined from a file's locked pieces, ``Segmentation.paths``)."""
         self.prepareGeometryChange()
         self.paths = []
         self.locked_path = QPainterPath()
@@ -275,15 +289,24 @@ class LinesItem(pg.GraphicsObject):
         if lines is not None and len(lines):
             bands = lines.band()
             segs = lines.segments()
+            bent = {k: bend_shapes(p, float(lines.sigma_t[k])) for k, p in (bends or {}).items()
+                    if 0 <= k < len(lines) and len(p) >= 2}
+            straight = np.ones(len(lines), bool)
+            straight[list(bent)] = False
             colour = np.arange(len(lines)) % len(LINE_COLOURS)
             for k in range(len(LINE_COLOURS)):
                 mine = colour == k
-                band, centre = polygons_path(bands[mine]), segments_path(segs[mine])
+                band, centre = polygons_path(bands[mine & straight]), segments_path(segs[mine & straight])
+                for j in np.flatnonzero(mine & ~straight):
+                    band.addPath(polygons_path(bent[j][1]))
+                    centre.addPath(segments_path(bent[j][0]))
                 self.paths.append((band, centre))
                 self.rect = self.rect.united(band.boundingRect()).united(centre.boundingRect())
             locked = np.asarray(getattr(lines, "locked", np.zeros(len(lines), bool)), bool)
             if locked.any():
-                self.locked_path = segments_path(segs[locked])
+                self.locked_path = segments_path(segs[locked & straight])
+                for j in np.flatnonzero(locked & ~straight):
+                    self.locked_path.addPath(segments_path(bent[j][0]))
         self.update()
 
     def boundingRect(self) -> QRectF:

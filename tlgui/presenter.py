@@ -159,7 +159,8 @@ class SnapshotPresenter(QObject):
         if drawn is not None and self.selected >= len(drawn):
             self.selected = -1
         self.canvas.selected = self.selected if kind != "initial" else -1
-        self.canvas.show_snapshot(snap, final)
+        bends = getattr(self.session.segmentation, "paths", None) if final is not None else None
+        self.canvas.show_snapshot(snap, final, bends)
         if slow:
             self._draw_slow()
         n = len(self.session.snapshots)
