@@ -350,6 +350,14 @@ def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object,
     window.load_initial_lines(str(gt), lock=True)
     qtbot.waitUntil(lambda: not window.is_busy() and window.edits.lines.locked.all(), timeout=30_000)
     assert text_lines(window.edits.lines) == page.n_lines < len(window.edits.lines)
+    # The line table says which text line each piece is part of.
+    from tlgui.linetable import PIECE_COLUMN
+
+    model = window.line_table.table_model
+    qtbot.waitUntil(lambda: model.rowCount() == len(window.edits.lines), timeout=10_000)
+    chain = window.edits.lines.chain
+    assert [model.item(r, PIECE_COLUMN).text() for r in range(model.rowCount())] == [
+        f"line {c + 1}" for c in chain]
     run_to_end(qtbot, window)
     seg = window.session.segmentation
     assert len(seg.lines) == page.n_lines and set(seg.paths) == set(range(page.n_lines))

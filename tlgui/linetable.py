@@ -13,8 +13,8 @@ from engine.model import LineSet
 from .items import LINE_COLOURS, line_colour
 from .session import lines_table
 
-COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior", "lock", "GT")
-LOCK_COLUMN, GT_COLUMN = COLUMNS.index("lock"), COLUMNS.index("GT")
+COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior", "piece of", "lock", "GT")
+PIECE_COLUMN, LOCK_COLUMN, GT_COLUMN = COLUMNS.index("piece of"), COLUMNS.index("lock"), COLUMNS.index("GT")
 
 
 def format_cell(col: int, v: float) -> str:
@@ -44,6 +44,7 @@ class LineTableModel(QStandardItemModel):
         self.setHorizontalHeaderLabels(list(COLUMNS))
         self.values = np.zeros((0, 8))
         self.locked = np.zeros(0, dtype=bool)
+        self.chain = np.zeros(0, dtype=np.int32)
         self.matched: np.ndarray | None = None
         self.editable = False
         self._icons = [_swatch(line_colour(i)) for i in range(len(LINE_COLOURS))]
@@ -51,15 +52,20 @@ class LineTableModel(QStandardItemModel):
     def set_lines(self, lines: LineSet | None, matched: np.ndarray | None = None, editable: bool = False) -> None:
         values = lines_table(lines) if lines is not None else np.zeros((0, 8))
         locked = np.asarray(lines.locked, bool) if lines is not None else np.zeros(0, bool)
+        # Which text line a locked file's piece belongs to (LineSet.chain; -1: a line of its own).
+        chain = (np.asarray(getattr(lines, "chain", np.full(len(lines), -1)), np.int32) if lines is not None
+                 else np.zeros(0, np.int32))
         if matched is not None and len(matched) != len(values):
             matched = None
         if (values.shape == self.values.shape and np.array_equal(values, self.values)
-                and np.array_equal(locked, self.locked) and editable == self.editable
+                and np.array_equal(locked, self.locked) and np.array_equal(chain, self.chain)
+                and editable == self.editable
                 and (matched is None) == (self.matched is None)
                 and (matched is None or np.array_equal(matched, self.matched))):
             return
         old_rows = len(self.values)
         self.values, self.locked, self.matched, self.editable = values, locked, matched, editable
+        self.chain = chain
         if len(values) != old_rows:
             self.setRowCount(len(values))
         align = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
@@ -76,6 +82,14 @@ class LineTableModel(QStandardItemModel):
                 elif item.text() != text:
                     item.setText(text)
             self._fill_flags(r, bool(locked[r]), None if matched is None else bool(matched[r]))
+            piece = self.item(r, PIECE_COLUMN)
+            if piece is None:
+                piece = QStandardItem()
+                piece.setTextAlignment(align)
+                piece.setToolTip("the text line of a locked file this straight piece is part of "
+                                 "(the pieces are joined into one line in the result)")
+                self.setItem(r, PIECE_COLUMN, piece)
+            piece.setText(f"line {int(chain[r]) + 1}" if chain[r] >= 0 else "")
 
     def _fill_flags(self, r: int, locked: bool, matched: bool | None) -> None:
         lock = self.item(r, LOCK_COLUMN)
