@@ -524,8 +524,9 @@ def _from_xml(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
             elif page_ink is None:
                 ys, xs = np.nonzero(prep.ink)
                 page_ink = np.stack([xs, ys], axis=1)
-            # A bent baseline (more than two points) in straight pieces, each moved to its
-            # own ink's middle: the line follows the bend (:attr:`LineSet.chain`).
+            # Locked, the baseline in straight pieces along its length, each moved to its own
+            # ink's middle: the line follows a bend, and a two-point baseline's row where it
+            # waves about the straight line (poilus-dev's ALTO baselines are two points).
             for piece in (cut_polyline(baseline, prep) if cut else [baseline]):
                 found.append(baseline_to_centre(_straight(piece), own,
                                                 page_ink if page_ink is not None else np.zeros((0, 2)),
