@@ -212,18 +212,35 @@ def ink_lines(prep: Preparation, centre: np.ndarray, second: np.ndarray) -> tupl
     return segs, sigma_t
 
 
-def piece_count(length: float, prep: Preparation) -> int:
+#: At most this many (sample, piece) pairs on a page: EM's unary is a float32 array of one
+#: row per line and one column per sample, so the pieces a locked file's lines are cut into
+#: are capped where the page's samples x lines would pass it (at most 200 MB a copy). The
+#: dev pages reach 4.1M samples x lines (moc-train moc_train_9: 45,047 samples, 90 lines),
+#: so 10 pieces a line fit every one of them with a margin of 1.2.
+PIECE_BUDGET = 50_000_000
+
+
+def pieces_per_line(prep: Preparation, n_lines: int) -> int:
+    """The most pieces each of ``n_lines`` locked given lines may be cut into on the page of
+    ``prep``: ``given_pieces``, fewer where ``PIECE_BUDGET`` would be passed (at least 1)."""
+    per_line = PIECE_BUDGET // max(len(prep.samples) * max(n_lines, 1), 1)
+    return int(max(1, min(prep.params.given_pieces, per_line)))
+
+
+def piece_count(length: float, prep: Preparation, most: int | None = None) -> int:
     """How many straight pieces a locked given line ``length`` pixels long is cut into: one
-    per ``given_piece`` x ``H_cc`` of it, at most ``given_pieces`` (each piece is a line EM
-    carries: the cost grows with their number); 1 (not cut) with either field 0."""
+    per ``given_piece`` x ``H_cc`` of it, at most ``most`` (None: ``given_pieces``; each
+    piece is a line EM carries: the cost grows with their number, see
+    :func:`pieces_per_line`); 1 (not cut) with either field 0."""
     p = prep.params
     step = p.given_piece * prep.stats.h_cc
-    if step <= 0 or p.given_pieces < 2:
+    most = p.given_pieces if most is None else min(most, p.given_pieces)
+    if step <= 0 or most < 2:
         return 1
-    return int(min(max(round(length / step), 1), p.given_pieces))
+    return int(min(max(round(length / step), 1), most))
 
 
-def cut_ink(xy: np.ndarray, prep: Preparation) -> list[np.ndarray]:
+def cut_ink(xy: np.ndarray, prep: Preparation, most: int | None = None) -> list[np.ndarray]:
     """A line's ink ``(m, 2)`` [x, y] cut across its principal axis into :func:`piece_count`
     runs of equal length: the indices of each run's pixels (each at least
     ``MIN_LINE_PIXELS``), in order along the axis; one run (all of it) when not cut."""
@@ -234,7 +251,7 @@ def cut_ink(xy: np.ndarray, prep: Preparation) -> list[np.ndarray]:
     d = pts - pts.mean(axis=0)
     s = d @ np.linalg.eigh(d.T @ d)[1][:, -1]
     extent = float(s.max() - s.min())
-    n = piece_count(extent, prep)
+    n = piece_count(extent, prep, most)
     if n < 2:
         return whole
     cut = np.minimum(((s - s.min()) / extent * n).astype(np.int64), n - 1)
@@ -242,12 +259,12 @@ def cut_ink(xy: np.ndarray, prep: Preparation) -> list[np.ndarray]:
     return runs if len(runs) >= 2 else whole
 
 
-def cut_polyline(points: np.ndarray, prep: Preparation) -> list[np.ndarray]:
+def cut_polyline(points: np.ndarray, prep: Preparation, most: int | None = None) -> list[np.ndarray]:
     """A polyline ``(n, 2)`` cut by arc length into :func:`piece_count` pieces of equal
     length, each a polyline of its own (the cut points interpolated, shared by neighbours)."""
     pts = np.asarray(points, np.float64)
     arc = np.r_[0.0, np.cumsum(np.hypot(*(pts[1:] - pts[:-1]).T))]
-    n = piece_count(float(arc[-1]), prep)
+    n = piece_count(float(arc[-1]), prep, most)
     if n < 2:
         return [pts]
     at = np.linspace(0.0, arc[-1], n + 1)
@@ -510,6 +527,7 @@ def _from_xml(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
     own_ink = _label_pixels(areas, len(with_polygon)) if areas is not None else []
     page_ink = None
     segments, sigma_t, flags, chain = [], [], [], []
+    most = pieces_per_line(prep, len(kept))
     for k, (_line_id, polygon, baseline, locked) in enumerate(kept):
         j = slot.get(k)
         found: list[tuple[np.ndarray, float]] = []
@@ -527,12 +545,12 @@ def _from_xml(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
             # Locked, the baseline in straight pieces along its length, each moved to its own
             # ink's middle: the line follows a bend, and a two-point baseline's row where it
             # waves about the straight line (poilus-dev's ALTO baselines are two points).
-            for piece in (cut_polyline(baseline, prep) if cut else [baseline]):
+            for piece in (cut_polyline(baseline, prep, most) if cut else [baseline]):
                 found.append(baseline_to_centre(_straight(piece), own,
                                                 page_ink if page_ink is not None else np.zeros((0, 2)),
                                                 prep.stats.h_cc))
         elif count[j] >= MIN_LINE_PIXELS:  # the line through the ink inside the polygon
-            c_k, m_k, _ = _ink_pieces([own_ink[j]], prep if cut else None)
+            c_k, m_k, _ = _ink_pieces([own_ink[j]], prep if cut else None, most)
             segs, sts = ink_lines(prep, c_k, m_k)
             found.extend(zip(segs, sts, strict=True))
         else:  # a polygon over no ink: the polygon's own axis
@@ -579,12 +597,13 @@ def _from_labels(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
     # one-pixel "line"; locked, it took 5k pixels of the line beside it).
     pixels = [xy for xy in _label_pixels(labels, n) if len(xy) >= MIN_LINE_PIXELS]
     # Locked, a bent line is cut into straight pieces (free ones are EM's to refine).
-    centre, second, chain = _ink_pieces(pixels, prep if lock else None)
+    centre, second, chain = _ink_pieces(pixels, prep if lock else None,
+                                        pieces_per_line(prep, len(pixels)))
     segs, st = ink_lines(prep, centre, second)
     return lines_from_page_segments(prep, segs, st, np.zeros(len(segs), bool), chain=chain)
 
 
-def _ink_pieces(pixels: list[np.ndarray], prep: Preparation | None
+def _ink_pieces(pixels: list[np.ndarray], prep: Preparation | None, most: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each line's ink ``(m, 2)`` of ``pixels`` cut into straight pieces (:func:`cut_ink`;
     ``prep`` None: not cut):
@@ -592,7 +611,7 @@ def _ink_pieces(pixels: list[np.ndarray], prep: Preparation | None
     ``chain`` ``(P,)``: the index of the line a piece is cut from, -1 for a line left whole."""
     centres, seconds, chain = [], [], []
     for k, xy in enumerate(pixels):
-        runs = cut_ink(xy, prep) if prep is not None else [np.arange(len(xy))]
+        runs = cut_ink(xy, prep, most) if prep is not None else [np.arange(len(xy))]
         for run in runs:
             p = np.asarray(xy[run], np.float64)
             m = p.mean(axis=0)

@@ -12,15 +12,23 @@ import pytest
 from synthetic import bent_rows_page, make_page
 
 from engine import edits, pipeline
-from engine.initial_io import cut_ink, cut_polyline, piece_count, read_initial_lines
+from engine.initial_io import (
+    PIECE_BUDGET,
+    cut_ink,
+    cut_polyline,
+    piece_count,
+    pieces_per_line,
+    read_initial_lines,
+)
 from engine.metric import contest_metric
 from engine.model import LineSet
 from engine.params import Parameters
 from engine.postprocess import join_chains
 
 
-def _fake_prep(h_cc: float = 10.0, **fields) -> SimpleNamespace:
-    return SimpleNamespace(params=Parameters(**fields), stats=SimpleNamespace(h_cc=h_cc))
+def _fake_prep(h_cc: float = 10.0, n_samples: int = 1000, **fields) -> SimpleNamespace:
+    return SimpleNamespace(params=Parameters(**fields), stats=SimpleNamespace(h_cc=h_cc),
+                           samples=np.zeros((n_samples, 2)))
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +58,20 @@ def test_piece_count_follows_the_length_and_is_capped():
     assert piece_count(1000.0, prep) == 10  # at most given_pieces
     assert piece_count(1000.0, _fake_prep(10.0, given_pieces=0)) == 1
     assert piece_count(1000.0, _fake_prep(10.0, given_piece=0.0)) == 1
+
+
+def test_the_pieces_of_a_page_stay_within_the_budget():
+    """EM's unary holds a row per line and a column per sample: a page whose samples x lines
+    would pass PIECE_BUDGET gets fewer pieces a line (at least one, the line whole)."""
+    small = _fake_prep(10.0, n_samples=45_047)  # moc_train_9, the largest dev page product
+    assert pieces_per_line(small, 90) == 10
+    big = _fake_prep(10.0, n_samples=400_000)
+    assert pieces_per_line(big, 60) == PIECE_BUDGET // (400_000 * 60) == 2
+    assert pieces_per_line(_fake_prep(10.0, n_samples=2_000_000), 60) == 1
+    assert piece_count(1000.0, big, pieces_per_line(big, 60)) == 2
+    x = np.arange(0, 1000, 0.5)
+    xy = np.stack([x, 5.0 * np.sin(x / 50.0)], axis=1)
+    assert len(cut_ink(xy, big, 2)) == 2 and len(cut_ink(xy, small)) == 10
 
 
 def test_cut_polyline_cuts_by_arc_length_and_neighbours_share_their_ends():
@@ -202,3 +224,12 @@ def test_locked_pieces_in_the_regions_that_cut_a_row_give_one_line_a_row(tmp_pat
     assert len(np.unique(lines.region)) > 1 and (lines.chain >= 0).all()
     assert contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm == 1.0
     assert len(seg.lines) == page.n_lines
+
+
+def test_reading_a_locked_file_keeps_to_the_budget(bent, bent_file, monkeypatch):
+    from engine import initial_io
+
+    prep = pipeline.prepare(bent.image, Parameters())
+    monkeypatch.setattr(initial_io, "PIECE_BUDGET", 2 * len(prep.samples) * bent.n_lines)
+    lines = read_initial_lines(bent_file, prep, lock=True)
+    assert np.bincount(lines.chain).max() == 2 and len(np.unique(lines.chain)) == bent.n_lines
