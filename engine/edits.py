@@ -247,6 +247,20 @@ def split_line(prep: Preparation, lines: LineSet, i: int, point: np.ndarray) -> 
     return _with_rows(lines, rows[:i] + parts + rows[i + 1:])
 
 
+def principal_segment(segs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The segment ``(2, 2)`` through segments ``(S, 2, 2)`` (page points): along the
+    principal axis of their end points, each weighted by its segment's length, over the end
+    points' projections; and that axis (unit ``(2,)``, its sign arbitrary)."""
+    length = np.hypot(*(segs[:, 1] - segs[:, 0]).T)
+    pts = segs.reshape(-1, 2)
+    w = np.repeat(np.maximum(length, 1e-9), 2)
+    centre = (pts * w[:, None]).sum(axis=0) / w.sum()
+    cov = ((pts - centre) * w[:, None]).T @ (pts - centre) / w.sum()
+    axis = np.linalg.eigh(cov)[1][:, -1]
+    t = (pts - centre) @ axis
+    return np.array([centre + t.min() * axis, centre + t.max() * axis]), axis
+
+
 def merge_lines(prep: Preparation, lines: LineSet, i: int, j: int) -> LineSet:
     """Lines ``i`` and ``j`` made one, at row ``min(i, j)``: the line through both (the
     principal axis of their four end points, weighted by length) over both extents, with the
@@ -257,13 +271,7 @@ def merge_lines(prep: Preparation, lines: LineSet, i: int, j: int) -> LineSet:
         raise ValueError("a line cannot be merged with itself")
     segs = lines.take([i, j]).segments()
     length = np.hypot(*(segs[:, 1] - segs[:, 0]).T)
-    pts = segs.reshape(-1, 2)
-    w = np.repeat(np.maximum(length, 1e-9), 2)
-    centre = (pts * w[:, None]).sum(axis=0) / w.sum()
-    cov = ((pts - centre) * w[:, None]).T @ (pts - centre) / w.sum()
-    axis = np.linalg.eigh(cov)[1][:, -1]
-    t = (pts - centre) @ axis
-    merged = np.array([centre + t.min() * axis, centre + t.max() * axis])
+    merged, _ = principal_segment(segs)
     longer = i if length[0] >= length[1] else j
     rows = _rows(lines)
     row = dict(rows[longer], sigma_t=float(np.average(lines.sigma_t[[i, j]], weights=np.maximum(length, 1e-9))),

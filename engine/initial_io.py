@@ -521,10 +521,9 @@ def _from_xml(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
     areas = rasterise([kept[k][1] for k in with_polygon], prep.shape) if with_polygon else None
     if areas is not None:
         areas[~prep.ink] = 0
-    centre, second, count = (pixel_axes(areas, len(with_polygon)) if areas is not None
-                             else (np.zeros((0, 2)), np.zeros((0, 3)), np.zeros(0)))
     slot = {k: j for j, k in enumerate(with_polygon)}
     own_ink = _label_pixels(areas, len(with_polygon)) if areas is not None else []
+    count = [len(xy) for xy in own_ink]
     page_ink = None
     segments, sigma_t, flags, chain = [], [], [], []
     most = pieces_per_line(prep, len(kept))
@@ -545,12 +544,12 @@ def _from_xml(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
             # Locked, the baseline in straight pieces along its length, each moved to its own
             # ink's middle: the line follows a bend, and a two-point baseline's row where it
             # waves about the straight line (poilus-dev's ALTO baselines are two points).
-            for piece in (cut_polyline(baseline, prep, most) if cut else [baseline]):
+            for piece in cut_polyline(baseline, prep, most if cut else 1):
                 found.append(baseline_to_centre(_straight(piece), own,
                                                 page_ink if page_ink is not None else np.zeros((0, 2)),
                                                 prep.stats.h_cc))
         elif count[j] >= MIN_LINE_PIXELS:  # the line through the ink inside the polygon
-            c_k, m_k, _ = _ink_pieces([own_ink[j]], prep if cut else None, most)
+            c_k, m_k, _ = _ink_pieces([own_ink[j]], prep, most if cut else 1)
             segs, sts = ink_lines(prep, c_k, m_k)
             found.extend(zip(segs, sts, strict=True))
         else:  # a polygon over no ink: the polygon's own axis
@@ -597,21 +596,20 @@ def _from_labels(path: Path, prep: Preparation, lock: bool = False) -> LineSet:
     # one-pixel "line"; locked, it took 5k pixels of the line beside it).
     pixels = [xy for xy in _label_pixels(labels, n) if len(xy) >= MIN_LINE_PIXELS]
     # Locked, a bent line is cut into straight pieces (free ones are EM's to refine).
-    centre, second, chain = _ink_pieces(pixels, prep if lock else None,
-                                        pieces_per_line(prep, len(pixels)))
+    centre, second, chain = _ink_pieces(pixels, prep, pieces_per_line(prep, len(pixels)) if lock else 1)
     segs, st = ink_lines(prep, centre, second)
     return lines_from_page_segments(prep, segs, st, np.zeros(len(segs), bool), chain=chain)
 
 
-def _ink_pieces(pixels: list[np.ndarray], prep: Preparation | None, most: int | None = None
+def _ink_pieces(pixels: list[np.ndarray], prep: Preparation, most: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each line's ink ``(m, 2)`` of ``pixels`` cut into straight pieces (:func:`cut_ink`;
-    ``prep`` None: not cut):
-    their centroids ``(P, 2)``, second moments ``(P, 3)`` (as :func:`pixel_axes`) and
-    ``chain`` ``(P,)``: the index of the line a piece is cut from, -1 for a line left whole."""
+    """Each line's ink ``(m, 2)`` of ``pixels`` cut into straight pieces (:func:`cut_ink`, at
+    most ``most`` a line; 1: not cut): their centroids ``(P, 2)``, second moments ``(P, 3)``
+    (as :func:`pixel_axes`) and ``chain`` ``(P,)``: the index of the line a piece is cut
+    from, -1 for a line left whole."""
     centres, seconds, chain = [], [], []
     for k, xy in enumerate(pixels):
-        runs = cut_ink(xy, prep, most) if prep is not None else [np.arange(len(xy))]
+        runs = cut_ink(xy, prep, most)
         for run in runs:
             p = np.asarray(xy[run], np.float64)
             m = p.mean(axis=0)

@@ -851,16 +851,10 @@ def join_chains(prep: Preparation, labels: np.ndarray, lines: LineSet, sample_la
             continue
         length = np.hypot(*(segs[pieces, 1] - segs[pieces, 0]).T)
         w = np.maximum(length, 1e-9)
-        pts = segs[pieces].reshape(-1, 2)
-        wp = np.repeat(w, 2)
-        centre = (pts * wp[:, None]).sum(axis=0) / wp.sum()
-        cov = ((pts - centre) * wp[:, None]).T @ (pts - centre) / wp.sum()
-        axis = np.linalg.eigh(cov)[1][:, -1]
+        seg, axis = edits.principal_segment(segs[pieces])
         first, last = segs[pieces[0]].mean(axis=0), segs[pieces[-1]].mean(axis=0)
-        if np.dot(axis, last - first) < 0:
-            axis = -axis
-        t = (pts - centre) @ axis
-        seg = np.array([centre + t.min() * axis, centre + t.max() * axis])
+        if np.dot(axis, last - first) < 0:  # run from the first piece to the last
+            seg, axis = seg[::-1], -axis
         ends = segs[pieces].copy()  # each piece's ends, turned to run along the axis, in order
         flip = ((ends[:, 1] - ends[:, 0]) @ axis) < 0
         ends[flip] = ends[flip][:, ::-1]

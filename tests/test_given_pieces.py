@@ -233,3 +233,17 @@ def test_reading_a_locked_file_keeps_to_the_budget(bent, bent_file, monkeypatch)
     monkeypatch.setattr(initial_io, "PIECE_BUDGET", 2 * len(prep.samples) * bent.n_lines)
     lines = read_initial_lines(bent_file, prep, lock=True)
     assert np.bincount(lines.chain).max() == 2 and len(np.unique(lines.chain)) == bent.n_lines
+
+
+def test_a_joined_line_runs_from_its_first_piece_to_its_last():
+    """Pieces given right to left (as an Arabic baseline runs): the joined line's path runs
+    that way too, from the first piece's start to the last one's end."""
+    z = np.zeros(3)
+    lines = LineSet(z, z, np.array([50.0, 30.0, 10.0]), np.full(3, 3.0), np.full(3, 2.5), np.full(3, 1 / 3),
+                    np.zeros(3, np.int32), z, locked=np.ones(3, bool), chain=np.full(3, 4, np.int32))
+    prep = SimpleNamespace(params=Parameters(), stats=SimpleNamespace(h_cc=6.0, w_cc=12.0))
+    labels = np.array([[1, 2, 3]], np.int32)
+    _, joined, _, _, paths = join_chains(prep, labels, lines, np.array([0, 1, 2]), [])
+    np.testing.assert_allclose(paths[0], [[55.0, 0.0], [40.0, 0.0], [20.0, 0.0], [5.0, 0.0]], atol=1e-9)
+    assert len(joined) == 1
+    np.testing.assert_allclose(sorted(joined.segments()[0][:, 0]), [5.0, 55.0], atol=1e-9)

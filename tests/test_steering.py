@@ -10,6 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from conftest import text_lines
 from synthetic import make_page
 
 from engine import cli, edits, initial_io, pipeline
@@ -38,11 +39,6 @@ def prep_whole(page):
     """The page prepared with given lines never cut into pieces (``given_pieces`` 0): the
     rules below are about whole lines (tests/test_given_pieces.py covers the pieces)."""
     return pipeline.prepare(page.image, Parameters(given_pieces=0))
-
-
-def text_lines(lines: LineSet) -> int:
-    """How many text lines ``lines`` are: a chain of pieces counts once."""
-    return len(np.unique(lines.chain[lines.chain >= 0])) + int((lines.chain < 0).sum())
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from conftest import text_lines
 from synthetic import make_page
 
 from engine.edits import lines_equal
@@ -39,11 +40,6 @@ def page_path(tmp_path: Path, synthetic_page: object) -> str:
     path = tmp_path / "page.png"
     cv2.imwrite(str(path), synthetic_page.image)
     return str(path)
-
-
-def text_lines(lines) -> int:
-    """How many text lines ``lines`` are: the locked pieces of one (``chain``) count once."""
-    return len(np.unique(lines.chain[lines.chain >= 0])) + int((lines.chain < 0).sum())
 
 
 def open_and_prepare(qtbot: object, win: MainWindow, path: str) -> None:

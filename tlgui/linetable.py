@@ -53,8 +53,7 @@ class LineTableModel(QStandardItemModel):
         values = lines_table(lines) if lines is not None else np.zeros((0, 8))
         locked = np.asarray(lines.locked, bool) if lines is not None else np.zeros(0, bool)
         # Which text line a locked file's piece belongs to (LineSet.chain; -1: a line of its own).
-        chain = (np.asarray(getattr(lines, "chain", np.full(len(lines), -1)), np.int32) if lines is not None
-                 else np.zeros(0, np.int32))
+        chain = lines.chain if lines is not None else np.zeros(0, np.int32)
         if matched is not None and len(matched) != len(values):
             matched = None
         if (values.shape == self.values.shape and np.array_equal(values, self.values)
