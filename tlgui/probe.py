@@ -53,16 +53,19 @@ class GapProbe(QObject):
         self.timer.timeout.connect(self._tick)
         self.gaps: list[float] = []
         #: Gaps over 50 ms: (end time, ms, label() at the tick before: e.g. the engine stage,
-        #: ms of it the GUI thread spent waiting for a CPU (None if unknown)).
-        self.long_gaps: list[tuple[float, float, str, float | None]] = []
+        #: ms of it the GUI thread spent waiting for a CPU (None if unknown), ms of CPU the
+        #: GUI thread itself used in it: our handlers and drawing).
+        self.long_gaps: list[tuple[float, float, str, float | None, float]] = []
         self.label = label or (lambda: "")
         self._last: float | None = None
         self._last_label = ""
         self._last_delay: float | None = None
+        self._last_cpu = 0.0
 
     def start(self) -> None:
         self.gaps = []
         self._last = time.perf_counter()
+        self._last_cpu = time.thread_time()
         self.timer.start()
 
     def stop(self) -> None:
@@ -71,13 +74,15 @@ class GapProbe(QObject):
     def _tick(self) -> None:
         now = time.perf_counter()
         delay = run_delay_ms()
+        cpu = time.thread_time()
         if self._last is not None:
             gap = (now - self._last) * 1e3
             self.gaps.append(gap)
             if gap > 50.0:
                 waited = None if delay is None or self._last_delay is None else delay - self._last_delay
-                self.long_gaps.append((now, gap, self._last_label, waited))
+                self.long_gaps.append((now, gap, self._last_label, waited, (cpu - self._last_cpu) * 1e3))
         self._last = now
+        self._last_cpu = cpu
         self._last_label = self.label()
         self._last_delay = delay
 
@@ -185,14 +190,14 @@ def gap_causes(window: Any, probe: GapProbe) -> dict[str, Any]:
     """The slowest GUI handlers, and which long gaps had one of them in them, which the GUI
     thread spent mostly waiting for a CPU (other processes on a busy machine), and which came
     from elsewhere (e.g. another thread of this process holding the GIL).  Each gap:
-    (ms, stage, ms waited)."""
+    (ms, stage, ms waited for a CPU, ms of CPU the GUI thread used in it)."""
     result: dict[str, Any] = {}
     slow = sorted(window.slow_handlers, key=lambda h: -h[2])[:5]
     result["slowest_gui_handlers_ms"] = [[name, round(ms, 1)] for _end, name, ms in slow]
     ours, cpu, other = [], [], []
-    for end, gap, label, waited in probe.long_gaps:
+    for end, gap, label, waited, cpu_ms in probe.long_gaps:
         mine = [ms for h_end, _n, ms in window.slow_handlers if end - gap / 1e3 <= h_end <= end]
-        entry = (round(gap, 1), label, None if waited is None else round(waited, 1))
+        entry = (round(gap, 1), label, None if waited is None else round(waited, 1), round(cpu_ms, 1))
         if mine and max(mine) > gap / 2:
             ours.append(entry)
         elif waited is not None and waited > gap / 2:
