@@ -76,12 +76,33 @@ def log_unary(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
     return log_unary_by_line(uv, lines, space, r, line_bias, form, prior).T
 
 
+#: Array entries (lines x samples) per block of :func:`log_unary_by_line`: about 4 MB of
+#: float32, so that its dozen passes over a block stay in the CPU's cache instead of each
+#: streaming the whole (L, n) array through memory (a locked file's 247 pieces x 76k samples:
+#: 0.29 -> 0.13 s a call, the same values bit for bit).
+UNARY_BLOCK = 1 << 20
+
+
 def log_unary_by_line(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
                       line_bias: np.ndarray | None = None, form: str = "plateau",
                       prior: bool = True) -> np.ndarray:
     """:func:`log_unary` label-major, ``(L, n)`` float32 C-ordered, as EM's message passing
     stores it. Computed in float32 (a thousandth of a pixel at 4000 px, far below sampling),
-    one line per row so that every operation runs over contiguous samples."""
+    one line per row so that every operation runs over contiguous samples, in blocks of
+    samples (:data:`UNARY_BLOCK`); each entry's operations are the same whatever the block."""
+    n_lines, n = len(lines), len(uv)
+    step = max(256, UNARY_BLOCK // max(n_lines, 1))
+    if n <= step:
+        return _log_unary_block(uv, lines, space, r, line_bias, form, prior)
+    out = np.empty((n_lines, n), np.float32)
+    for start in range(0, n, step):
+        out[:, start:start + step] = _log_unary_block(uv[start:start + step], lines, space, r, line_bias,
+                                                      form, prior)
+    return out
+
+
+def _log_unary_block(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
+                     line_bias: np.ndarray | None, form: str, prior: bool) -> np.ndarray:
     u = np.ascontiguousarray(uv[:, 0], dtype=np.float32)[None, :]
     v = np.ascontiguousarray(uv[:, 1], dtype=np.float32)[None, :]
     f32 = np.float32

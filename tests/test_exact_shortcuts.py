@@ -285,3 +285,60 @@ def test_final_labels_skipping_components_inside_their_band_equal_the_full_pass(
     fast = final_labels(prep, lines, sample_labels)
     full = final_labels(dataclasses.replace(prep, component_boxes=None), lines, sample_labels)
     np.testing.assert_array_equal(fast, full)
+
+
+# --- EM's passes over (lines x samples) arrays, in cache-sized blocks ------------------------
+
+def _many_lines(n_lines: int, seed: int) -> LineSet:
+    """``n_lines`` lines over a 3000 x 2000 frame, as a locked file's pieces are: many, short."""
+    rng = np.random.default_rng(seed)
+    z = np.zeros(n_lines)
+    return LineSet(rng.normal(0, 0.02, n_lines), rng.uniform(0, 3000, n_lines), rng.uniform(0, 2000, n_lines),
+                   rng.uniform(8, 30, n_lines), rng.uniform(20, 80, n_lines), rng.dirichlet(np.ones(n_lines)),
+                   np.zeros(n_lines, np.int32), z, True, np.ones(n_lines, bool), np.zeros(n_lines, bool),
+                   np.arange(n_lines, dtype=np.int32))
+
+
+@pytest.mark.parametrize("form", ["plateau", "paper"])
+@pytest.mark.parametrize("rotation_invariant", [True, False])
+def test_unary_in_blocks_of_samples_equals_the_whole_array(monkeypatch, form: str, rotation_invariant: bool) -> None:
+    from engine import unary
+
+    lines = _many_lines(37, 1).with_rotation_invariant(rotation_invariant)
+    uv = np.random.default_rng(2).uniform(0, 3000, (5003, 2))  # not a multiple of any block
+    space = np.random.default_rng(3).uniform(40, 120, len(lines))
+    bias = np.random.default_rng(4).normal(0, 1, len(lines))
+    whole = unary.log_unary_by_line(uv, lines, space, 0.1, bias, form)  # 185k entries: one block
+    monkeypatch.setattr(unary, "UNARY_BLOCK", 37 * 300)  # blocks of 300 samples, the last of 203
+    blocks = unary.log_unary_by_line(uv, lines, space, 0.1, bias, form)
+    assert blocks.shape == (37, 5003) and blocks.dtype == np.float32 and blocks.flags.c_contiguous
+    np.testing.assert_array_equal(blocks, whole)
+
+
+def test_argmax_a_row_at_a_time_equals_numpys_with_ties() -> None:
+    from engine.em import argmax_rows
+
+    rng = np.random.default_rng(5)
+    u = rng.normal(0, 10, (60, 4000)).astype(np.float32)
+    # EM floors each sample's lines at its best minus candidate_nats: many ties at the floor,
+    # and ties at the top (a sample halfway between two lines).
+    np.maximum(u, u.max(axis=0) - 5.0, out=u)
+    u[7, :100] = u[3, :100] = u[:, :100].max(axis=0) + 1.0
+    np.testing.assert_array_equal(argmax_rows(u), u.argmax(axis=0))
+    assert argmax_rows(u[:1]).tolist() == [0] * 4000 and argmax_rows(u[:0]).shape == (4000,)
+
+
+def test_log_likelihood_in_blocks_equals_the_whole_array(monkeypatch) -> None:
+    from engine import em
+
+    rng = np.random.default_rng(6)
+    unaries = [rng.normal(-20, 15, (41, 3001)).astype(np.float32), np.zeros((0, 5), np.float32),
+               rng.normal(-20, 15, (3, 77)).astype(np.float32)]
+
+    def plain(us: list[np.ndarray]) -> float:
+        total = sum(float((u.max(axis=0) + np.log(np.exp(u - u.max(axis=0)).sum(axis=0))).sum())
+                    for u in us if u.size)
+        return total / sum(u.shape[1] for u in us if u.size)
+
+    monkeypatch.setattr(em, "UNARY_BLOCK", 41 * 256)
+    assert em._log_likelihood(unaries) == plain(unaries)
