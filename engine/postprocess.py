@@ -607,25 +607,24 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     flat = labels.ravel()  # a view: writes through it label the page
     flat[ink] = lut[ink_comp]
 
-    split = (n_reached >= 2)[cid]
+    several = n_reached >= 2
+    split = several[cid]
     if split.any():  # touching strokes of several lines: each pixel to its likeliest line
-        best = np.argmax(np.where(reached[cid[split]], score[split], -np.inf), axis=1)
+        at = np.flatnonzero(split)
+        comp_of = cid[at]
+        best = np.argmax(np.where(reached[comp_of], score[at], -np.inf), axis=1)
         if split_nearest != "never":  # the nearest of the reached lines: the cut midway between them
-            on = reached[cid[split]]
-            lines_of = cand[cid[split]]
-            rows = np.arange(len(on))
+            nearest = several.copy()
             if split_nearest in ("locked", "given"):
                 # Lines put at their rows' centres: by the user (locked) or by a file (anchored,
                 # which EM moves only within their rows).
                 given = lines.locked | lines.anchored if split_nearest == "given" else lines.locked
-                rows = rows[np.all(~on | given[np.maximum(lines_of, 0)], axis=1)]
-            on, lines_of, xy_split = on[rows], lines_of[rows], xy[split][rows]
-            dist = np.full(on.shape, np.inf)
-            for k in range(max_c):  # a few candidate slots, each vectorised over pixels
-                v = on[:, k]
-                dist[v, k] = _distance(xy_split[v], lines, lines_of[v, k], forms)
-            best[rows] = np.argmin(dist, axis=1)
-        flat[pix[split]] = (cand[cid[split], best] + 1).astype(np.int32)
+                nearest &= np.all(~reached | given[np.maximum(cand, 0)], axis=1)
+            rows = np.flatnonzero(nearest[comp_of])
+            if len(rows):
+                best[rows] = nearest_reached(xy[at[rows]], reached[comp_of[rows]], cand[comp_of[rows]],
+                                             lines, forms)
+        flat[pix[at]] = (cand[comp_of, best] + 1).astype(np.int32)
 
     one_of_several = (one & multi)[cid]
     if one_of_several.any():  # reaches one core: only pixels beyond its outer band may leave
@@ -660,6 +659,23 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
         at = None
     _yield_to_cores(flat, comps.shape[1], lines, forms, (z_lo, z_hi), (z_out_lo, z_out_hi), at)
     return labels
+
+
+def nearest_reached(xy: np.ndarray, on: np.ndarray, lines_of: np.ndarray, lines: LineSet,
+                    forms: np.ndarray) -> np.ndarray:
+    """For points ``(n, 2)``, the first slot ``(n,)`` of ``on`` ``(n, C)`` (at least one True
+    a row) whose line ``lines_of[i, slot]`` is nearest (:func:`_distance`), as
+    ``argmin`` over the slots with the others at infinity would give, NaN first as there;
+    distances are taken only for the (point, slot) pairs that are on: a locked file's pieces
+    give a word's pixels up to 15 slots, of which two or three are on."""
+    pt, slot = np.nonzero(on)  # row-major: each point's slots in ascending order
+    d = _distance(xy[pt], lines, lines_of[pt, slot], forms)
+    d[np.isnan(d)] = -np.inf  # argmin takes a NaN first; no distance is -inf
+    starts = np.flatnonzero(np.r_[True, pt[1:] != pt[:-1]])
+    low = np.repeat(np.minimum.reduceat(d, starts), np.diff(np.r_[starts, len(d)]))
+    hit = np.flatnonzero(d == low)
+    first = hit[np.r_[True, pt[hit[1:]] != pt[hit[:-1]]]]
+    return slot[first]
 
 
 def _boxes_within_bands(boxes: np.ndarray, lut: np.ndarray, lines: LineSet, forms: np.ndarray,

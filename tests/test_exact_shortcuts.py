@@ -342,3 +342,25 @@ def test_log_likelihood_in_blocks_equals_the_whole_array(monkeypatch) -> None:
 
     monkeypatch.setattr(em, "UNARY_BLOCK", 41 * 256)
     assert em._log_likelihood(unaries) == plain(unaries)
+
+
+def test_nearest_of_the_reached_lines_over_their_pairs_equals_the_dense_argmin() -> None:
+    """Stage 8 cuts a component that reaches several lines' cores at the nearest of them;
+    distances are taken only for each pixel's reached lines (pairs), not for every slot."""
+    from engine.postprocess import _distance, nearest_reached
+
+    lines = _many_lines(40, 7)
+    forms = _line_forms(lines)
+    rng = np.random.default_rng(8)
+    n, slots = 3000, 9
+    xy = rng.uniform(0, 3000, (n, 2))
+    on = rng.random((n, slots)) < 0.35
+    on[np.arange(n), rng.integers(0, slots, n)] = True  # at least one a row
+    lines_of = rng.integers(0, len(lines), (n, slots))
+    lines_of[:200, 1] = lines_of[:200, 0]  # the same line in two slots: a tie, the first wins
+    on[:200, :2] = True
+    xy[5] = np.nan  # NumPy's argmin takes the first NaN
+    dense = np.full((n, slots), np.inf)
+    for k in range(slots):
+        dense[on[:, k], k] = _distance(xy[on[:, k]], lines, lines_of[on[:, k], k], forms)
+    np.testing.assert_array_equal(nearest_reached(xy, on, lines_of, lines, forms), np.argmin(dense, axis=1))
