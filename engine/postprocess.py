@@ -661,6 +661,10 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     return labels
 
 
+#: (point, slot) entries per block of :func:`nearest_reached`.
+_PAIR_BLOCK = 1 << 20
+
+
 def nearest_reached(xy: np.ndarray, on: np.ndarray, lines_of: np.ndarray, lines: LineSet,
                     forms: np.ndarray) -> np.ndarray:
     """For points ``(n, 2)``, the first slot ``(n,)`` of ``on`` ``(n, C)`` (at least one True
@@ -668,14 +672,19 @@ def nearest_reached(xy: np.ndarray, on: np.ndarray, lines_of: np.ndarray, lines:
     ``argmin`` over the slots with the others at infinity would give, NaN first as there;
     distances are taken only for the (point, slot) pairs that are on: a locked file's pieces
     give a word's pixels up to 15 slots, of which two or three are on."""
-    pt, slot = np.nonzero(on)  # row-major: each point's slots in ascending order
-    d = _distance(xy[pt], lines, lines_of[pt, slot], forms)
-    d[np.isnan(d)] = -np.inf  # argmin takes a NaN first; no distance is -inf
-    starts = np.flatnonzero(np.r_[True, pt[1:] != pt[:-1]])
-    low = np.repeat(np.minimum.reduceat(d, starts), np.diff(np.r_[starts, len(d)]))
-    hit = np.flatnonzero(d == low)
-    first = hit[np.r_[True, pt[hit[1:]] != pt[hit[:-1]]]]
-    return slot[first]
+    out = np.empty(len(xy), np.intp)
+    # In blocks of points, so that the pairs' arrays stay small on a page of many pieces.
+    step = max(1, _PAIR_BLOCK // max(on.shape[1], 1))
+    for start in range(0, len(xy), step):
+        block = slice(start, start + step)
+        pt, slot = np.nonzero(on[block])  # row-major: each point's slots in ascending order
+        d = _distance(xy[block][pt], lines, lines_of[block][pt, slot], forms)
+        d[np.isnan(d)] = -np.inf  # argmin takes a NaN first; no distance is -inf
+        starts = np.flatnonzero(np.r_[True, pt[1:] != pt[:-1]])
+        low = np.repeat(np.minimum.reduceat(d, starts), np.diff(np.r_[starts, len(d)]))
+        hit = np.flatnonzero(d == low)
+        out[block] = slot[hit[np.r_[True, pt[hit[1:]] != pt[hit[:-1]]]]]
+    return out
 
 
 def _boxes_within_bands(boxes: np.ndarray, lut: np.ndarray, lines: LineSet, forms: np.ndarray,

@@ -344,10 +344,16 @@ def test_log_likelihood_in_blocks_equals_the_whole_array(monkeypatch) -> None:
     assert em._log_likelihood(unaries) == plain(unaries)
 
 
-def test_nearest_of_the_reached_lines_over_their_pairs_equals_the_dense_argmin() -> None:
+@pytest.mark.parametrize("block", [None, 9 * 128])
+def test_nearest_of_the_reached_lines_over_their_pairs_equals_the_dense_argmin(monkeypatch, block) -> None:
     """Stage 8 cuts a component that reaches several lines' cores at the nearest of them;
-    distances are taken only for each pixel's reached lines (pairs), not for every slot."""
+    distances are taken only for each pixel's reached lines (pairs), not for every slot, in
+    blocks of points (here one, or blocks of 128 points, the last of 56)."""
+    from engine import postprocess
     from engine.postprocess import _distance, nearest_reached
+
+    if block is not None:
+        monkeypatch.setattr(postprocess, "_PAIR_BLOCK", block)
 
     lines = _many_lines(40, 7)
     forms = _line_forms(lines)
