@@ -498,9 +498,10 @@ class Parameters:
     #: wander off on their own (ahte-train book1_page19, run (c) with 2 H_cc pieces: FM 0.70
     #: -> 0.26). The cap bounds the cost, which grows with the lines EM carries (book1_page19
     #: locked, EM and stage 8: 27 lines 4.9 s, 1198 uncapped pieces 57 s and 1.2 GB; `tlseg
-    #: segment --initial-lines GT --lock-initial-lines`, whole run, pieces off -> on: ahte
-    #: book1_page19 4.5 -> 9.0 s, cremma20 12_dbc9b 8.9 -> 16.9 s and 0.74 -> 1.08 GB, moc_train_2
-    #: 4.7 -> 5.5 s). 0 (either) = each given line one straight line. Not in the paper.
+    #: segment --initial-lines GT --lock-initial-lines`, whole run, pieces off -> on, with EM's
+    #: passes in blocks (docs/history.md, session 47): ahte book1_page19 4.4 -> 6.8 s, cremma20
+    #: 12_dbc9b 8.4 -> 13.2 s and 0.67 -> 0.90 GB, moc_train_2 4.5 -> 5.4 s). 0 (either) = each
+    #: given line one straight line. Not in the paper.
     given_piece: float = 2.0
     given_pieces: int = 10
     #: Stage 8 keeps an anchored line where EM left it (within the file's bounds above) and
