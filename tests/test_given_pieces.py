@@ -247,3 +247,19 @@ def test_a_joined_line_runs_from_its_first_piece_to_its_last():
     np.testing.assert_allclose(paths[0], [[55.0, 0.0], [40.0, 0.0], [20.0, 0.0], [5.0, 0.0]], atol=1e-9)
     assert len(joined) == 1
     np.testing.assert_allclose(sorted(joined.segments()[0][:, 0]), [5.0, 55.0], atol=1e-9)
+
+
+def test_the_window_counts_text_lines_not_pieces() -> None:
+    """A locked file's 3 text lines in 7 pieces, and a line the user drew (no chain): 4 lines
+    in 8 pieces."""
+    import dataclasses
+
+    from tlgui.session import line_count
+
+    z = np.zeros(8)
+    lines = LineSet(z, np.arange(8) * 40.0, z, z + 5, z + 50, z + 1 / 8, np.zeros(8, np.int32), z, True,
+                    np.ones(8, bool), np.zeros(8, bool), np.full(8, -1, np.int32))
+    assert line_count(lines) == "8 lines" and line_count(lines.take([0])) == "1 line"
+    chained = dataclasses.replace(lines, chain=np.array([0, 0, 0, 1, 1, 2, 2, -1], np.int32))
+    assert line_count(chained) == "4 lines in 8 pieces"
+    assert line_count(chained.take([0, 1])) == "1 line in 2 pieces"

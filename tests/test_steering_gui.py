@@ -353,7 +353,10 @@ def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object,
     qtbot.waitUntil(lambda: model.rowCount() == len(window.edits.lines), timeout=10_000)
     chain = window.edits.lines.chain
     assert [model.item(r, PIECE_COLUMN).text() for r in range(model.rowCount())] == [
-        f"line {c + 1}" for c in chain]
+        f"{c + 1}" for c in chain]
+    # The window counts text lines, and says they are in pieces.
+    count = f"{page.n_lines} lines in {len(window.edits.lines)} pieces"
+    assert window.status.lines.text() == count and count in window.lines_title.text()
     run_to_end(qtbot, window)
     seg = window.session.segmentation
     assert len(seg.lines) == page.n_lines and set(seg.paths) == set(range(page.n_lines))

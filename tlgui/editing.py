@@ -19,7 +19,7 @@ from engine.model import LineSet, Preparation
 
 from .canvas import PageCanvas
 from .edit import LineEditor, LinesCommand
-from .session import EditModel, Session
+from .session import EditModel, Session, line_count
 from .steering import InitialLinesError, read_lines_file
 from .tasks import TaskRunner
 
@@ -93,7 +93,7 @@ class EditController(QObject):
             self.model.set_prepared(prep, lines)
             self.model.records = self._saved_records(restore)
             if self.model.edited:
-                self.message.emit(f"Restored the edited initial lines of this page ({len(lines)} lines; "
+                self.message.emit(f"Restored the edited initial lines of this page ({line_count(lines)}; "
                                   "Edit ▸ Revert to the prepared lines drops them).", "info")
         else:
             self.model.set_prepared(prep, self.model.lines if self.model.edited else None)
@@ -176,7 +176,7 @@ class EditController(QObject):
                 return
             self.push(LinesCommand(self.model, self.model.lines, lines, "load initial lines",
                                    {"op": "load", "file": os.path.abspath(path), "lock": lock}))
-            self.status.emit(f"{len(lines)} initial lines from {Path(path).name}", 6000)
+            self.status.emit(f"Initial lines from {Path(path).name}: {line_count(lines)}", 6000)
 
         self.tasks.submit(f"initial lines {path}", lambda: read_lines_file(path, prep, lock=lock), on_read,
                           lambda message: self.message.emit(f"Cannot load initial lines: {message}", "error"))

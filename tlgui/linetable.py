@@ -13,8 +13,8 @@ from engine.model import LineSet
 from .items import LINE_COLOURS, line_colour
 from .session import lines_table
 
-COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior", "piece of", "lock", "GT")
-PIECE_COLUMN, LOCK_COLUMN, GT_COLUMN = COLUMNS.index("piece of"), COLUMNS.index("lock"), COLUMNS.index("GT")
+COLUMNS = ("id", "region", "a", "b", "c", "σt", "σs", "prior", "of line", "lock", "GT")
+PIECE_COLUMN, LOCK_COLUMN, GT_COLUMN = COLUMNS.index("of line"), COLUMNS.index("lock"), COLUMNS.index("GT")
 
 
 def format_cell(col: int, v: float) -> str:
@@ -85,10 +85,12 @@ class LineTableModel(QStandardItemModel):
             if piece is None:
                 piece = QStandardItem()
                 piece.setTextAlignment(align)
-                piece.setToolTip("the text line of a locked file this straight piece is part of "
-                                 "(the pieces are joined into one line in the result)")
                 self.setItem(r, PIECE_COLUMN, piece)
-            piece.setText(f"line {int(chain[r]) + 1}" if chain[r] >= 0 else "")
+            text_line = f"{int(chain[r]) + 1}" if chain[r] >= 0 else ""
+            if piece.text() != text_line:
+                piece.setText(text_line)
+                piece.setToolTip(f"a straight piece of the locked file's text line {text_line} (the pieces "
+                                 "are joined into one line in the result)" if text_line else "")
 
     def _fill_flags(self, r: int, locked: bool, matched: bool | None) -> None:
         lock = self.item(r, LOCK_COLUMN)
@@ -129,7 +131,7 @@ class LineTable(QTableView):
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(18)
         # Every column in view in the dock's width (no horizontal scrolling to the lock / GT).
-        for column, width in enumerate((48, 46, 52, 52, 52, 44, 48, 46, 34, 28)):
+        for column, width in enumerate((48, 42, 52, 52, 52, 44, 48, 46, 40, 28)):
             self.setColumnWidth(column, width)
         self.selectionModel().selectionChanged.connect(self._on_selection)
         self.table_model.itemChanged.connect(self._on_item_changed)

@@ -21,7 +21,7 @@ from .canvas import PageCanvas
 from .edit import LineEditor
 from .linetable import LineTable
 from .panels import PlotsPanel
-from .session import EditModel, Session, snapshot_x
+from .session import EditModel, Session, line_count, snapshot_x
 from .tasks import HandlerTimes
 from .widgets import RunControls, StatusFields
 
@@ -166,7 +166,7 @@ class SnapshotPresenter(QObject):
         n = len(self.session.snapshots)
         preset = self.session.run_params.preset_summary() if self.session.run_params else "default"
         self.title.setText(self._title(kind, lines, snap, preset))
-        self.status.lines.setText("" if lines is None else f"{len(lines)} lines")
+        self.status.lines.setText("" if lines is None else line_count(lines))
         if snap is None:
             self.controls.label.setText("no run")
             self.status.iteration.setText("")
@@ -181,11 +181,12 @@ class SnapshotPresenter(QObject):
                 return "Lines"
             state = "edited" if self.edits.edited else "as prepared"
             locked = int(lines.locked.sum())
-            return f"Initial lines ({len(lines)}, {state}" + (f", {locked} locked)" if locked else ")")
+            return f"Initial lines ({line_count(lines)}, {state}" + (f", {locked} locked)" if locked else ")")
         if kind == "final":
             return f"Final lines ({len(lines)}, after labelling) · preset {preset}"
         sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
-        return f"Lines at iteration {snap.iteration}{sweep} · preset {preset}"
+        pieces = f" ({line_count(lines)})" if lines is not None and (lines.chain >= 0).any() else ""
+        return f"Lines at iteration {snap.iteration}{sweep}{pieces} · preset {preset}"
 
     def _draw_slow(self) -> None:
         """Table and plots at once (when the user scrubs or steps, not during a run)."""

@@ -243,6 +243,17 @@ class EditModel(Observable):
         return str(path) if isinstance(data, dict) and data.get("edited", True) else None
 
 
+def line_count(lines: LineSet) -> str:
+    """How many lines ``lines`` holds, as the window says it: "12 lines", or "3 lines in 30
+    pieces" when a locked file's text lines are cut into straight pieces (``LineSet.chain``:
+    a text line per chain, and one per line of no chain, a piece of its own)."""
+    chain = np.asarray(lines.chain)
+    pieces = chain >= 0
+    text = int((~pieces).sum()) + len(np.unique(chain[pieces]))
+    out = f"{text} line" + ("" if text == 1 else "s")
+    return out + f" in {len(chain)} pieces" if pieces.any() else out
+
+
 def lines_table(lines: LineSet) -> np.ndarray:
     """The numbers shown per line: id, region, a, b, c, sigma_t, sigma_s, prior ``(L, 8)``."""
     return np.column_stack([np.arange(len(lines)), lines.region, lines.a, lines.b, lines.c,
