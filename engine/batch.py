@@ -514,6 +514,27 @@ PEAK_PER_COLOUR_PIXEL = 6.0
 DEFAULT_PAGE_MEMORY = 2 * 2**30
 
 
+#: Peak memory a locked file's pieces may add, per sample-piece pair of
+#: ``initial_io.PIECE_BUDGET`` (the most a page gets): EM's unary holds a float32 per pair, a
+#: copy of it for the windows, and stage 8 a score per pixel and candidate piece. Measured:
+#: cremma20 12_dbc9b locked (76k samples x 247 pieces in one region, 18.9M pairs) 0.67 GB
+#: without pieces, 0.90 GB with (12.2 bytes a pair); ahte book1_page19 (13.0M pairs) 5.8
+#: bytes a pair; moc_train_9 (40.5M pairs over several regions, each region's own far fewer)
+#: 0.3. The header does not say the samples, so a page with a file of initial lines is
+#: allowed the budget's worth: 12 x 50M pairs, 0.56 GB.
+PIECES_PEAK_PER_PAIR = 12.0
+
+
+def pieces_peak(params: Parameters) -> int:
+    """Bytes a page's locked given lines may add to its peak once cut into pieces
+    (:data:`PIECES_PEAK_PER_PAIR` x ``PIECE_BUDGET``); 0 when pieces are off."""
+    from .initial_io import PIECE_BUDGET
+
+    if params.given_pieces <= 1 or params.given_piece <= 0:
+        return 0
+    return int(PIECES_PEAK_PER_PAIR * PIECE_BUDGET)
+
+
 def estimate_peak(width: int, height: int, colour: bool = False) -> int:
     """Estimated peak resident memory (bytes) of segmenting one ``width`` x ``height`` page."""
     per_pixel = PEAK_PER_PIXEL + (PEAK_PER_COLOUR_PIXEL if colour else 0.0)
@@ -538,21 +559,24 @@ def format_bytes(n: float) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
-def memory_refusal(path: str | Path, page_index: int, page_memory: int) -> tuple[int, str | None]:
+def memory_refusal(path: str | Path, page_index: int, page_memory: int, pieces: int = 0
+                   ) -> tuple[int, str | None]:
     """(estimated peak, None) for a page that fits ``page_memory`` bytes, or (estimate, the
-    one-line refusal saying how to make it fit), from the file's header only."""
+    one-line refusal saying how to make it fit), from the file's header only; ``pieces``:
+    bytes its initial lines' pieces may add (:func:`pieces_peak`; 0 without such a file)."""
     try:
         header = read_header(path, page_index)
     except Exception:  # noqa: BLE001 - the page fails with its own error when loaded
-        return PEAK_BASE, None
-    need = estimate_peak(header.width, header.height, header.colour)
+        return PEAK_BASE + pieces, None
+    need = estimate_peak(header.width, header.height, header.colour) + pieces
     if need <= page_memory:
         return need, None
     per_pixel = PEAK_PER_PIXEL + (PEAK_PER_COLOUR_PIXEL if header.colour else 0.0)
-    fits = max(0.0, (page_memory - PEAK_BASE) / per_pixel)
+    fits = max(0.0, (page_memory - PEAK_BASE - pieces) / per_pixel)
     scale = (fits / header.pixels) ** 0.5
     msg = (f"{path}: page not loaded: {header.width} x {header.height} ({header.pixels / 1e6:.0f} "
-           f"megapixels) needs about {format_bytes(need)} of memory, over the {format_bytes(page_memory)} "
+           f"megapixels{' with its initial lines cut into pieces' if pieces else ''}) needs about "
+           f"{format_bytes(need)} of memory, over the {format_bytes(page_memory)} "
            f"a page may use: scale it down to {fits / 1e6:.0f} megapixels or less (e.g. to "
            f"{int(scale * 100)} % of its width and height) or allow more with --page-memory "
            f"{math.ceil(need / 2**30 * 10) / 10:g}G")
@@ -943,7 +967,11 @@ def run_batch(pages: Sequence[str | Path], outdir: str | Path, params: Parameter
             continue
         if check.cause:
             summary.redone[check.cause] = summary.redone.get(check.cause, 0) + 1
-        estimates[i], refusal = memory_refusal(path, page_index, page_memory)
+        given = initial_lines is not None and initial_lines[i] is not None
+        # Any file of initial lines may hold locked lines (--lock-initial-lines, or a file's own
+        # mark), which are cut into pieces.
+        estimates[i], refusal = memory_refusal(path, page_index, page_memory,
+                                               pieces_peak(params) if given else 0)
         if refusal:
             refused.append((i, PageResult(path, stem, "failed", refusal, redone=check.reason)))
             continue

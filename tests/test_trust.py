@@ -470,6 +470,28 @@ def test_a_page_over_the_page_memory_is_refused_before_loading(capsys, tmp_path,
     assert batch.memory_refusal(path, 0, need)[1] is None  # fits when allowed its estimate
 
 
+def test_a_page_with_a_file_of_initial_lines_is_allowed_its_pieces_memory(tmp_path) -> None:
+    """Locked given lines are cut into pieces, which EM and stage 8 carry: a page with a file
+    of initial lines is estimated with the pieces' allowance, and refused when only that
+    makes it pass --page-memory; with pieces off it is not."""
+    page = write_page(tmp_path / "p.png")
+    lines_file = tmp_path / "p.xml"
+    lines_file.write_text("<PcGts/>")  # never read: the page is refused from its header
+    one = batch.estimate_peak(160, 120)
+    extra = batch.pieces_peak(Parameters())
+    assert extra >= 500 * 2**20
+    assert batch.pieces_peak(Parameters(given_pieces=0)) == 0
+    assert batch.memory_refusal(page, 0, one) == (one, None)
+    need, refusal = batch.memory_refusal(page, 0, one + extra // 2, extra)
+    assert need == one + extra and "initial lines cut into pieces" in refusal and "--page-memory" in refusal
+    summary = run_batch([page], tmp_path / "out", Parameters(), jobs=1, segment_fn=fake_segment,
+                        page_memory=one + extra // 2, initial_lines=[str(lines_file)], lock_initial_lines=True)
+    assert summary.failed == 1 and "initial lines cut into pieces" in summary.results[0].error
+    summary = run_batch([page], tmp_path / "out2", Parameters(), jobs=1, segment_fn=fake_segment,
+                        page_memory=one + extra // 2)
+    assert summary.ok == 1
+
+
 def _overlaps(log: Path) -> int:
     """Largest number of pages running at once, from slow_segment's log."""
     events = sorted((float(t), 1 if kind == "start" else -1) for kind, _, t in
