@@ -357,6 +357,18 @@ def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object,
     # The window counts text lines, and says they are in pieces.
     count = f"{page.n_lines} lines in {len(window.edits.lines)} pieces"
     assert window.status.lines.text() == count and count in window.lines_title.text()
+    # A selected piece shows the other pieces of its text line.
+    from tlgui.edit import SAME_TEXT_LINE_COLOUR, SELECTED_COLOUR
+
+    editor = window.editor
+    window.set_edit_mode("select")
+    assert len(editor.rois) == len(window.edits.lines)
+    k = int(np.flatnonzero(chain == chain[len(chain) // 2])[1])
+    editor.select(k)
+    colours = [roi.pen.color().name() for roi in editor.rois]
+    assert colours[k] == SELECTED_COLOUR
+    assert [c == SAME_TEXT_LINE_COLOUR for c in colours] == list((chain == chain[k]) & (np.arange(len(chain)) != k))
+    window.set_edit_mode("off")
     run_to_end(qtbot, window)
     seg = window.session.segmentation
     assert len(seg.lines) == page.n_lines and set(seg.paths) == set(range(page.n_lines))

@@ -21,6 +21,8 @@ from .items import distance_to_segments
 from .session import EditModel
 
 EDIT_MODES = ("off", "select", "add", "split", "merge", "delete")
+#: Pens of the selected line and of the other pieces of its text line.
+SELECTED_COLOUR, SAME_TEXT_LINE_COLOUR = "#ffff00", "#fff59d"
 #: Whether a line the user draws or moves is locked (kept in place through EM) at once.  The
 #: study of issue 24 decides it (bench/steering.py on the 79 dev pages, docs/history.md): EM
 #: from the ground truth's lines left free drifts off them (pooled FM 70.6 %, below the
@@ -232,9 +234,15 @@ class LineEditor(QObject):
 
     def _style_rois(self) -> None:
         locked = self.model.lines.locked
+        # The other straight pieces of the selected piece's text line (a locked file's line,
+        # LineSet.chain), which the result joins with it.
+        chain = self.model.lines.chain
+        text_line = int(chain[self.selected]) if 0 <= self.selected < len(chain) else -1
         for i, roi in enumerate(self.rois):
             if i == self.selected:
-                colour = "#ffff00"
+                colour = SELECTED_COLOUR
+            elif text_line >= 0 and i < len(chain) and chain[i] == text_line:
+                colour = SAME_TEXT_LINE_COLOUR
             elif i == self.merge_first:
                 colour = "#ff9100"
             else:
