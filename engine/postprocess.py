@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -612,7 +613,7 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     if split.any():  # touching strokes of several lines: each pixel to its likeliest line
         at = np.flatnonzero(split)
         comp_of = cid[at]
-        best = np.argmax(np.where(reached[comp_of], score[at], -np.inf), axis=1)
+        best = best_reached(reached, comp_of, lambda pt, slot, b: score[at[b][pt], slot], largest=True)
         if split_nearest != "never":  # the nearest of the reached lines: the cut midway between them
             nearest = several.copy()
             if split_nearest in ("locked", "given"):
@@ -622,8 +623,10 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
                 nearest &= np.all(~reached | given[np.maximum(cand, 0)], axis=1)
             rows = np.flatnonzero(nearest[comp_of])
             if len(rows):
-                best[rows] = nearest_reached(xy[at[rows]], reached[comp_of[rows]], cand[comp_of[rows]],
-                                             lines, forms)
+                pix_r, comp_r = at[rows], comp_of[rows]
+                best[rows] = best_reached(
+                    reached, comp_r, lambda pt, slot, b: _distance(xy[pix_r[b][pt]], lines, cand[comp_r[b][pt], slot],
+                                                                   forms), largest=False)
         flat[pix[at]] = (cand[comp_of, best] + 1).astype(np.int32)
 
     one_of_several = (one & multi)[cid]
@@ -661,28 +664,32 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     return labels
 
 
-#: (point, slot) entries per block of :func:`nearest_reached`.
+#: (point, slot) entries per block of :func:`best_reached`.
 _PAIR_BLOCK = 1 << 20
 
 
-def nearest_reached(xy: np.ndarray, on: np.ndarray, lines_of: np.ndarray, lines: LineSet,
-                    forms: np.ndarray) -> np.ndarray:
-    """For points ``(n, 2)``, the first slot ``(n,)`` of ``on`` ``(n, C)`` (at least one True
-    a row) whose line ``lines_of[i, slot]`` is nearest (:func:`_distance`), as
-    ``argmin`` over the slots with the others at infinity would give, NaN first as there;
-    distances are taken only for the (point, slot) pairs that are on: a locked file's pieces
-    give a word's pixels up to 15 slots, of which two or three are on."""
-    out = np.empty(len(xy), np.intp)
-    # In blocks of points, so that the pairs' arrays stay small on a page of many pieces.
-    step = max(1, _PAIR_BLOCK // max(on.shape[1], 1))
-    for start in range(0, len(xy), step):
+def best_reached(reached: np.ndarray, comp: np.ndarray,
+                 value: Callable[[np.ndarray, np.ndarray, slice], np.ndarray], largest: bool) -> np.ndarray:
+    """For points of components ``comp`` ``(n,)``, the first candidate slot ``(n,)`` among
+    their component's reached ones (``reached`` ``(n_comp + 1, C)``, at least one a row) of
+    the largest (``largest``) or smallest value, as ``argmax`` / ``argmin`` over the reached
+    slots with the others at -inf / +inf gives (NaN first, as there). ``value(pt, slot, block)``:
+    the values of the pairs of points ``block`` (a slice of ``comp``) at ``pt`` (indices into
+    the block) and slots ``slot``. Only the pairs of reached slots are looked at, in blocks of
+    points: a locked file's pieces give a word's pixels up to 28 slots (cremma20 10_c71ca),
+    two to four of them reached, and a dense (pixels x slots) copy took 0.2 GB each."""
+    out = np.empty(len(comp), np.intp)
+    step = max(1, _PAIR_BLOCK // max(reached.shape[1], 1))
+    for start in range(0, len(comp), step):
         block = slice(start, start + step)
-        pt, slot = np.nonzero(on[block])  # row-major: each point's slots in ascending order
-        d = _distance(xy[block][pt], lines, lines_of[block][pt, slot], forms)
-        d[np.isnan(d)] = -np.inf  # argmin takes a NaN first; no distance is -inf
+        pt, slot = np.nonzero(reached[comp[block]])  # row-major: each point's slots in ascending order
+        v = np.asarray(value(pt, slot, block), np.float64)
+        if largest:
+            v = -v  # the first largest is the first smallest of the negated values
+        v[np.isnan(v)] = -np.inf  # argmin and argmax take a NaN first; no value is -inf
         starts = np.flatnonzero(np.r_[True, pt[1:] != pt[:-1]])
-        low = np.repeat(np.minimum.reduceat(d, starts), np.diff(np.r_[starts, len(d)]))
-        hit = np.flatnonzero(d == low)
+        low = np.repeat(np.minimum.reduceat(v, starts), np.diff(np.r_[starts, len(v)]))
+        hit = np.flatnonzero(v == low)
         out[block] = slot[hit[np.r_[True, pt[hit[1:]] != pt[hit[:-1]]]]]
     return out
 

@@ -345,28 +345,40 @@ def test_log_likelihood_in_blocks_equals_the_whole_array(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("block", [None, 9 * 128])
-def test_nearest_of_the_reached_lines_over_their_pairs_equals_the_dense_argmin(monkeypatch, block) -> None:
-    """Stage 8 cuts a component that reaches several lines' cores at the nearest of them;
-    distances are taken only for each pixel's reached lines (pairs), not for every slot, in
-    blocks of points (here one, or blocks of 128 points, the last of 56)."""
+@pytest.mark.parametrize("largest", [False, True])
+def test_best_of_the_reached_lines_over_their_pairs_equals_the_dense_arg(monkeypatch, block, largest) -> None:
+    """Stage 8 cuts a component that reaches several lines' cores at the nearest of them or
+    the likeliest under the profile; values are taken only for each pixel's reached lines
+    (pairs), not for every slot, in blocks of points (here one, or blocks of 128 points, the
+    last of 56)."""
     from engine import postprocess
-    from engine.postprocess import _distance, nearest_reached
+    from engine.postprocess import _distance, best_reached
 
     if block is not None:
         monkeypatch.setattr(postprocess, "_PAIR_BLOCK", block)
-
     lines = _many_lines(40, 7)
     forms = _line_forms(lines)
     rng = np.random.default_rng(8)
-    n, slots = 3000, 9
+    n, slots, n_comp = 3000, 9, 400
+    comp = rng.integers(1, n_comp + 1, n)
+    reached = rng.random((n_comp + 1, slots)) < 0.35
+    reached[np.arange(n_comp + 1), rng.integers(0, slots, n_comp + 1)] = True  # at least one a row
+    cand = rng.integers(0, len(lines), (n_comp + 1, slots))
+    tie = comp < 60
+    cand[:60, 1] = cand[:60, 0]  # the same line in two slots: a tie, the first wins
+    reached[:60, :2] = True
+    assert tie.any()
     xy = rng.uniform(0, 3000, (n, 2))
-    on = rng.random((n, slots)) < 0.35
-    on[np.arange(n), rng.integers(0, slots, n)] = True  # at least one a row
-    lines_of = rng.integers(0, len(lines), (n, slots))
-    lines_of[:200, 1] = lines_of[:200, 0]  # the same line in two slots: a tie, the first wins
-    on[:200, :2] = True
-    xy[5] = np.nan  # NumPy's argmin takes the first NaN
-    dense = np.full((n, slots), np.inf)
+    xy[5] = np.nan  # NumPy's argmin and argmax take the first NaN
+    on = reached[comp]
+    dense = np.full((n, slots), -np.inf if largest else np.inf)
     for k in range(slots):
-        dense[on[:, k], k] = _distance(xy[on[:, k]], lines, lines_of[on[:, k], k], forms)
-    np.testing.assert_array_equal(nearest_reached(xy, on, lines_of, lines, forms), np.argmin(dense, axis=1))
+        d = _distance(xy[on[:, k]], lines, cand[comp[on[:, k]], k], forms)
+        dense[on[:, k], k] = -d if largest else d
+    expected = np.argmax(dense, axis=1) if largest else np.argmin(dense, axis=1)
+
+    def value(pt, slot, b):
+        d = _distance(xy[b][pt], lines, cand[comp[b][pt], slot], forms)
+        return -d if largest else d
+
+    np.testing.assert_array_equal(best_reached(reached, comp, value, largest), expected)
