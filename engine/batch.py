@@ -516,12 +516,12 @@ DEFAULT_PAGE_MEMORY = 2 * 2**30
 
 #: Peak memory a locked file's pieces may add, per sample-piece pair of
 #: ``initial_io.PIECE_BUDGET`` (the most a page gets): EM's unary holds a float32 per pair, a
-#: copy of it for the windows, and stage 8 a score per pixel and candidate piece. Measured:
-#: cremma20 12_dbc9b locked (76k samples x 247 pieces in one region, 18.9M pairs) 0.67 GB
-#: without pieces, 0.90 GB with (12.2 bytes a pair); ahte book1_page19 (13.0M pairs) 5.8
-#: bytes a pair; moc_train_9 (40.5M pairs over several regions, each region's own far fewer)
-#: 0.3. The header does not say the samples, so a page with a file of initial lines is
-#: allowed the budget's worth: 12 x 50M pairs, 0.56 GB.
+#: copy of it for the windows, and stage 8 a score per pixel and candidate piece. Measured
+#: (docs/robustness.md): cremma20 10_c71ca locked (109k samples x 220 pieces, 24M pairs)
+#: 0.77 GB without pieces, 1.02 GB with (10.9 bytes a pair); 12_dbc9b (18.9M pairs) 0.67 and
+#: 0.86 GB (10.5); ahte book1_page19 (13.0M pairs) 5.8; moc_train_9 (40.5M pairs over several
+#: regions, each region's own far fewer) 0.3. The header does not say the samples, so a page
+#: with a file of initial lines is allowed the budget's worth: 12 x 50M pairs, 0.56 GB.
 PIECES_PEAK_PER_PAIR = 12.0
 
 
