@@ -263,3 +263,5 @@ def test_the_window_counts_text_lines_not_pieces() -> None:
     chained = dataclasses.replace(lines, chain=np.array([0, 0, 0, 1, 1, 2, 2, -1], np.int32))
     assert line_count(chained) == "4 lines in 8 pieces"
     assert line_count(chained.take([0, 1])) == "1 line in 2 pieces"
+    # The result joins each chain into one line, which keeps its chain: no pieces left.
+    assert line_count(chained.take([0, 3, 5, 7])) == "4 lines"

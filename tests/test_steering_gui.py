@@ -372,6 +372,7 @@ def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object,
     run_to_end(qtbot, window)
     seg = window.session.segmentation
     assert len(seg.lines) == page.n_lines and set(seg.paths) == set(range(page.n_lines))
+    qtbot.waitUntil(lambda: window.status.lines.text() == f"{page.n_lines} lines", timeout=5_000)  # joined
     canvas = window.canvas
     assert canvas.shown_lines is seg.lines and set(canvas.shown_bends) == set(seg.paths)
     far = 0

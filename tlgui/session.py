@@ -251,7 +251,8 @@ def line_count(lines: LineSet) -> str:
     pieces = chain >= 0
     text = int((~pieces).sum()) + len(np.unique(chain[pieces]))
     out = f"{text} line" + ("" if text == 1 else "s")
-    return out + f" in {len(chain)} pieces" if pieces.any() else out
+    # The joined result keeps each line's chain: pieces only where a chain has several rows.
+    return out + f" in {len(chain)} pieces" if text < len(chain) else out
 
 
 def lines_table(lines: LineSet) -> np.ndarray:
