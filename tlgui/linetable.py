@@ -89,8 +89,8 @@ class LineTableModel(QStandardItemModel):
             text_line = f"{int(chain[r]) + 1}" if chain[r] >= 0 else ""
             if piece.text() != text_line:
                 piece.setText(text_line)
-                piece.setToolTip(f"a straight piece of the locked file's text line {text_line} (the pieces "
-                                 "are joined into one line in the result)" if text_line else "")
+                piece.setToolTip(f"the locked file's text line {text_line}: its straight pieces, EM's lines, are "
+                                 "joined into one line in the result" if text_line else "")
 
     def _fill_flags(self, r: int, locked: bool, matched: bool | None) -> None:
         lock = self.item(r, LOCK_COLUMN)
