@@ -121,6 +121,12 @@ class LineSet:
             return (u + self.a * v) / np.sqrt(1.0 + self.a**2)
         return np.broadcast_to(u, (uv.shape[0], len(self))).copy()
 
+    def text_line_count(self) -> int:
+        """How many text lines the rows are: the pieces of one ``chain`` count once, a row of
+        no chain (-1) once each."""
+        given = self.chain >= 0
+        return len(np.unique(self.chain[given])) + int((~given).sum())
+
     def segments(self, half_length: float = 2.0) -> np.ndarray:
         """Page-coordinate end points ``(L, 2, 2)`` of each line over ``c +- half_length*sigma_s``."""
         s = self.c[:, None] + np.array([-1.0, 1.0]) * half_length * self.sigma_s[:, None]

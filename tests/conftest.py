@@ -13,13 +13,6 @@ import pytest  # noqa: E402 - after the environment is set
 FAST = {"max_em_iterations": 8}
 
 
-def text_lines(lines) -> int:
-    """How many text lines a LineSet's rows are: the locked pieces of one (``chain``) count once."""
-    import numpy as np
-
-    return len(np.unique(lines.chain[lines.chain >= 0])) + int((lines.chain < 0).sum())
-
-
 @pytest.fixture
 def window(qtbot: object, tmp_path: Path) -> object:
     """A shown main window whose settings (parameters, recent files, autosaved edits, saved

@@ -261,6 +261,7 @@ def test_the_window_counts_text_lines_not_pieces() -> None:
                     np.ones(8, bool), np.zeros(8, bool), np.full(8, -1, np.int32))
     assert line_count(lines) == "8 lines" and line_count(lines.take([0])) == "1 line"
     chained = dataclasses.replace(lines, chain=np.array([0, 0, 0, 1, 1, 2, 2, -1], np.int32))
+    assert chained.text_line_count() == 4 and lines.text_line_count() == 8
     assert line_count(chained) == "4 lines in 8 pieces"
     assert line_count(chained.take([0, 1])) == "1 line in 2 pieces"
     # The result joins each chain into one line, which keeps its chain: no pieces left.

@@ -10,7 +10,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import text_lines
 from synthetic import make_page
 
 from engine import cli, edits, initial_io, pipeline
@@ -256,7 +255,7 @@ def test_ground_truth_lines_locked_give_fm_one(page, prep, prep_whole, label_fil
         np.testing.assert_array_equal(np.sort(getattr(seg.lines, name)), np.sort(getattr(lines, name)))
     # Cut into pieces (the default), the same: one line per text line, every pixel right.
     pieces = read_initial_lines(label_file, prep, lock=True)
-    assert len(pieces) > page.n_lines and text_lines(pieces) == page.n_lines
+    assert len(pieces) > page.n_lines and pieces.text_line_count() == page.n_lines
     seg = labels_from(prep, pieces)
     assert contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm == 1.0
     assert seg.lines.locked.all() and len(seg.lines) == page.n_lines
@@ -661,7 +660,7 @@ def test_rows_a_file_leaves_out_beyond_its_lines_get_a_line(page, prep, tmp_path
     seg = lines.segments()
     mid = seg.mean(axis=1)
     assert np.min(np.abs(mid[:, 1] - centre[1])) < 0.25 * prep.stats.h_cc * 2
-    assert text_lines(read_initial_lines(path, prep, lock=True)) == page.n_lines - 1
+    assert read_initial_lines(path, prep, lock=True).text_line_count() == page.n_lines - 1
     off = pipeline.prepare(page.image, dataclasses.replace(Parameters(), file_row_fill=0.0))
     assert len(read_initial_lines(path, off)) == page.n_lines - 1
     # EM from the filled lines gets every row; from the file's lines alone the last row's
@@ -681,7 +680,7 @@ def test_a_file_with_a_locked_line_gets_no_rows_filled(page, prep, tmp_path):
     free = read_initial_lines(write_page_xml(tmp_path / "free.xml", short), prep)
     assert len(free) == page.n_lines
     held = read_initial_lines(write_page_xml(tmp_path / "held.xml", short, locked=(2,)), prep)
-    assert text_lines(held) == page.n_lines - 1 and len(np.unique(held.chain[held.locked])) == 1
+    assert held.text_line_count() == page.n_lines - 1 and len(np.unique(held.chain[held.locked])) == 1
 
 
 def test_ink_no_given_line_holds_does_not_pull_the_lines_off_their_rows(page, tmp_path):

@@ -11,7 +11,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import text_lines
 from synthetic import make_page
 
 from engine.edits import lines_equal
@@ -212,7 +211,7 @@ def test_initial_lines_load_from_a_runs_json_and_from_page_xml(qtbot: object, wi
     n_gt = xml.read_text(encoding="utf-8").count("<TextLine") or xml.read_text(encoding="utf-8").count(":TextLine")
     window.load_initial_lines(str(xml), lock=True)
     qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=30_000)
-    assert text_lines(window.edits.lines) == n_gt > 10 and window.edits.lines.locked.all()
+    assert window.edits.lines.text_line_count() == n_gt > 10 and window.edits.lines.locked.all()
     # A file that is no file of lines: one message naming it; the lines stay.
     bad = tmp_path / "notes.json"
     bad.write_text('{"hello": 1}')
@@ -328,7 +327,7 @@ def test_initial_lines_asked_for_before_the_page_is_prepared_load_once_it_is(qtb
     window.load_initial_lines(str(xml), lock=True, when_prepared=True)
     qtbot.waitUntil(lambda: window.session.prep is not None and not window.is_busy()
                     and window.undo.undoText() == "load initial lines", timeout=60_000)
-    assert text_lines(window.edits.lines) == n_gt > 10 and window.edits.lines.locked.all()
+    assert window.edits.lines.text_line_count() == n_gt > 10 and window.edits.lines.locked.all()
 
 
 def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object, window: MainWindow,
@@ -345,7 +344,7 @@ def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object,
     open_and_prepare(qtbot, window, str(path))
     window.load_initial_lines(str(gt), lock=True)
     qtbot.waitUntil(lambda: not window.is_busy() and window.edits.lines.locked.all(), timeout=30_000)
-    assert text_lines(window.edits.lines) == page.n_lines < len(window.edits.lines)
+    assert window.edits.lines.text_line_count() == page.n_lines < len(window.edits.lines)
     # The line table says which text line each piece is part of.
     from tlgui.linetable import PIECE_COLUMN
 
@@ -390,3 +389,7 @@ def test_a_line_joined_from_locked_pieces_is_drawn_along_its_bend(qtbot: object,
             assert band.contains(QPointF(float(x), float(y)))
             far += 1
     assert far >= page.n_lines // 2
+    # An EM snapshot's lines are the pieces: its title says so.
+    window.slider.setValue(0)
+    qtbot.waitUntil(lambda: window.canvas.snapshot is window.session.snapshots[0], timeout=5_000)
+    assert f"({page.n_lines} lines in {len(window.session.snapshots[0].lines)} pieces)" in window.lines_title.text()

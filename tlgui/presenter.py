@@ -185,7 +185,7 @@ class SnapshotPresenter(QObject):
         if kind == "final":
             return f"Final lines ({len(lines)}, after labelling) · preset {preset}"
         sweep = f" · sweep {snap.sweep}" if snap.sweep is not None else ""
-        pieces = f" ({line_count(lines)})" if lines is not None and (lines.chain >= 0).any() else ""
+        pieces = f" ({line_count(lines)})" if lines is not None and lines.text_line_count() < len(lines) else ""
         return f"Lines at iteration {snap.iteration}{sweep}{pieces} · preset {preset}"
 
     def _draw_slow(self) -> None:

@@ -247,12 +247,10 @@ def line_count(lines: LineSet) -> str:
     """How many lines ``lines`` holds, as the window says it: "12 lines", or "3 lines in 30
     pieces" when a locked file's text lines are cut into straight pieces (``LineSet.chain``:
     a text line per chain, and one per line of no chain, a piece of its own)."""
-    chain = np.asarray(lines.chain)
-    pieces = chain >= 0
-    text = int((~pieces).sum()) + len(np.unique(chain[pieces]))
+    text = lines.text_line_count()
     out = f"{text} line" + ("" if text == 1 else "s")
     # The joined result keeps each line's chain: pieces only where a chain has several rows.
-    return out + f" in {len(chain)} pieces" if text < len(chain) else out
+    return out + f" in {len(lines)} pieces" if text < len(lines) else out
 
 
 def lines_table(lines: LineSet) -> np.ndarray:
