@@ -173,8 +173,17 @@ def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.n
     Syy] about it (pixels squared) and pixel count ``(n,)`` in ``labels`` ``(H, W)``."""
     flat = labels.ravel()
     idx = np.flatnonzero((flat > 0) & (flat <= n))
-    lab = flat[idx].astype(np.int64)
     ys, xs = np.divmod(idx, labels.shape[1])
+    return point_moments(flat[idx], xs, ys, n)
+
+
+def point_moments(lab: np.ndarray, xs: np.ndarray, ys: np.ndarray, n: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each group ``1..n``'s centroid ``(n, 2)`` [x, y], second moments ``(n, 3)`` [Sxx, Sxy,
+    Syy] about it and point count ``(n,)``, of the points ``xs``, ``ys`` ``(m,)`` whose group
+    is ``lab`` ``(m,)`` (int, 1..n). The one moments formula of a file's ink: labels
+    (:func:`pixel_axes`) and the pieces a line is cut into (:func:`_ink_pieces`)."""
+    lab = np.asarray(lab).astype(np.int64)
     count = np.bincount(lab, minlength=n + 1)[1:].astype(np.float64)
     safe = np.maximum(count, 1.0)
 
@@ -182,7 +191,7 @@ def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.n
         return np.bincount(lab, weights=w, minlength=n + 1)[1:] / safe
 
     mx, my = mean(xs.astype(np.float64)), mean(ys.astype(np.float64))
-    # Centred second moments (per label, about its own centroid) for accuracy far from 0.
+    # Centred second moments (per group, about its own centroid) for accuracy far from 0.
     dx, dy = xs - mx[lab - 1], ys - my[lab - 1]
     return np.stack([mx, my], axis=1), np.stack([mean(dx * dx), mean(dx * dy), mean(dy * dy)], axis=1), count
 
@@ -605,17 +614,17 @@ def _ink_pieces(pixels: list[np.ndarray], prep: Preparation, most: int | None = 
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each line's ink ``(m, 2)`` of ``pixels`` cut into straight pieces (:func:`cut_ink`, at
     most ``most`` a line; 1: not cut): their centroids ``(P, 2)``, second moments ``(P, 3)``
-    (as :func:`pixel_axes`) and ``chain`` ``(P,)``: the index of the line a piece is cut
+    (:func:`point_moments`) and ``chain`` ``(P,)``: the index of the line a piece is cut
     from, -1 for a line left whole."""
-    centres, seconds, chain = [], [], []
+    points, group, chain = [], [], []
     for k, xy in enumerate(pixels):
         runs = cut_ink(xy, prep, most)
         for run in runs:
-            p = np.asarray(xy[run], np.float64)
-            m = p.mean(axis=0)
-            d = p - m
-            centres.append(m)
-            seconds.append([np.mean(d[:, 0] * d[:, 0]), np.mean(d[:, 0] * d[:, 1]), np.mean(d[:, 1] * d[:, 1])])
+            points.append(np.asarray(xy[run]).reshape(-1, 2))
+            group.append(np.full(len(points[-1]), len(chain) + 1, np.int64))
             chain.append(k if len(runs) > 1 else -1)
-    return (np.array(centres).reshape(-1, 2), np.array(seconds).reshape(-1, 3),
-            np.array(chain, np.int32))
+    if not chain:
+        return np.zeros((0, 2)), np.zeros((0, 3)), np.zeros(0, np.int32)
+    xy = np.concatenate(points)
+    centres, seconds, _ = point_moments(np.concatenate(group), xy[:, 0], xy[:, 1], len(chain))
+    return centres, seconds, np.array(chain, np.int32)
