@@ -26,7 +26,7 @@ from .initial_lines import concat_lines, order_lines
 from .ink import RIM_REACH
 from .model import LineSet, Preparation, Segmentation, Snapshot, to_region_frame
 from .params import Parameters
-from .regression import LineFit, fit_lines, point_features, spread_about
+from .regression import LineFit, fit_from_moments, label_moments, spread_about
 from .unary import interline_space
 
 #: How far across its line (in H_cc) a non-text pixel may lie and still be given to it.
@@ -562,19 +562,32 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     looked = look[ink_comp]
     pix = ink[looked]
     cid = ink_comp[looked]
-    ys, xs = np.divmod(pix, comps.shape[1])
-    xy = np.stack([xs, ys], axis=1).astype(np.float64)
+    xy = np.empty((len(pix), 2))
+    xy[:, 1], xy[:, 0] = np.divmod(pix, comps.shape[1])
     forms = _line_forms(lines)
-    score = np.full((len(xs), max_c), -np.inf, np.float32)
-    outside = np.zeros((len(xs), max_c), bool)  # beyond the candidate's outer band
+    # Each looked pixel's score under each of its component's candidates, and whether it lies
+    # beyond that candidate's outer band: only its valid slots are kept, slot by slot. Pixels
+    # are ordered by how many candidates they have, so that slot k's pixels are the first
+    # ``n_at[k]`` of that order; pixel i's slot k is entry ``off[k] + rank[i]`` of ``score``.
+    # (A dense pixels x slots array, the same for every pixel, took 0.24 GB on cremma20
+    # 10_c71ca with a locked file's pieces: 1.73M pixels, 28 slots, mostly -inf.)
+    n_cand = n_labels[cid]
+    by_slots = np.argsort(-n_cand, kind="stable")  # stable: raster order within a component
+    rank = np.empty(len(cid), np.int64)
+    rank[by_slots] = np.arange(len(cid))
+    n_at = np.cumsum(np.bincount(n_cand, minlength=max_c + 1)[::-1])[::-1][1:]  # (max_c,): nl > k
+    off = np.concatenate([[0], np.cumsum(n_at)])
+    score = np.empty(int(off[-1]), np.float32)
+    outside = np.empty(int(off[-1]), bool)  # beyond the candidate's outer band
     n_core = np.zeros((n_comp + 1, max_c))
-    for k in range(max_c):  # a few candidate slots, each vectorised over pixels
-        line = cand[cid, k]
-        valid = line >= 0
-        s_k, z = _profile_score(xy[valid], lines, line[valid], log_density, forms)
-        score[valid, k] = s_k
-        outside[valid, k] = (z < z_out_lo) | (z > z_out_hi)
-        n_core[:, k] = np.bincount(cid[valid], weights=(z >= z_lo) & (z <= z_hi), minlength=n_comp + 1)
+    for k in range(max_c):  # a few candidate slots, each vectorised over blocks of pixels
+        for lo in range(0, int(n_at[k]), _PIXEL_BLOCK):
+            part = by_slots[lo:min(lo + _PIXEL_BLOCK, int(n_at[k]))]
+            s_k, z = _profile_score(xy[part], lines, cand[cid[part], k], log_density, forms)
+            at = slice(off[k] + lo, off[k] + lo + len(part))
+            score[at] = s_k
+            outside[at] = (z < z_out_lo) | (z > z_out_hi)
+            n_core[:, k] += np.bincount(cid[part], weights=(z >= z_lo) & (z <= z_hi), minlength=n_comp + 1)
     n_core[sure, 0] = 1.0
     n_pix = np.bincount(cid, minlength=n_comp + 1).astype(np.float64)
     need = np.where(multi, _ANCHOR_FRACTION * n_pix, 0.0)
@@ -599,8 +612,10 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     in_gap = gap[cid]
     total = np.zeros((n_comp + 1, max_c))  # float even when no pixel is in the gap
     for k in range(max_c):
-        s_k = score[in_gap, k]
-        total[:, k] = np.bincount(cid[in_gap], weights=np.where(np.isfinite(s_k), s_k, -1e3),
+        part = by_slots[:n_at[k]]
+        g = in_gap[part]
+        s_k = score[off[k]:off[k + 1]][g]
+        total[:, k] = np.bincount(cid[part[g]], weights=np.where(np.isfinite(s_k), s_k, -1e3),
                                   minlength=n_comp + 1)
     total[cand < 0] = -np.inf
     lut[gap] = cand[gap, np.argmax(total[gap], axis=1)] + 1
@@ -610,35 +625,45 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
 
     several = n_reached >= 2
     split = several[cid]
-    if split.any():  # touching strokes of several lines: each pixel to its likeliest line
-        at = np.flatnonzero(split)
+    if split_nearest != "never":  # the nearest of the reached lines: the cut midway between them
+        nearest = several.copy()
+        if split_nearest in ("locked", "given"):
+            # Lines put at their rows' centres: by the user (locked) or by a file (anchored,
+            # which EM moves only within their rows).
+            given = lines.locked | lines.anchored if split_nearest == "given" else lines.locked
+            nearest &= np.all(~reached | given[np.maximum(cand, 0)], axis=1)
+    split_at = np.flatnonzero(split)
+    for lo in range(0, len(split_at), _PIXEL_BLOCK):  # touching strokes of several lines:
+        at = split_at[lo:lo + _PIXEL_BLOCK]  # each pixel to its likeliest line
         comp_of = cid[at]
-        best = best_reached(reached, comp_of, lambda pt, slot, b: score[at[b][pt], slot], largest=True)
-        if split_nearest != "never":  # the nearest of the reached lines: the cut midway between them
-            nearest = several.copy()
-            if split_nearest in ("locked", "given"):
-                # Lines put at their rows' centres: by the user (locked) or by a file (anchored,
-                # which EM moves only within their rows).
-                given = lines.locked | lines.anchored if split_nearest == "given" else lines.locked
-                nearest &= np.all(~reached | given[np.maximum(cand, 0)], axis=1)
+        best = best_reached(reached, comp_of, lambda pt, slot, b, at=at: score[off[slot] + rank[at[b][pt]]],
+                            largest=True)
+        if split_nearest != "never":
             rows = np.flatnonzero(nearest[comp_of])
             if len(rows):
                 pix_r, comp_r = at[rows], comp_of[rows]
                 best[rows] = best_reached(
-                    reached, comp_r, lambda pt, slot, b: _distance(xy[pix_r[b][pt]], lines, cand[comp_r[b][pt], slot],
-                                                                   forms), largest=False)
+                    reached, comp_r, lambda pt, slot, b, p=pix_r, c=comp_r: _distance(xy[p[b][pt]], lines,
+                                                                                      cand[c[b][pt], slot], forms),
+                    largest=False)
         flat[pix[at]] = (cand[comp_of, best] + 1).astype(np.int32)
 
     one_of_several = (one & multi)[cid]
     if one_of_several.any():  # reaches one core: only pixels beyond its outer band may leave
-        own_k = np.argmax(reached[cid[one_of_several]], axis=1)
-        rows = np.arange(len(own_k))
-        other = score[one_of_several]
-        own = other[rows, own_k].copy()
-        other[rows, own_k] = -np.inf
-        best = np.argmax(other, axis=1)
-        move = outside[one_of_several][rows, own_k] & (other[rows, best] > own)
-        at = np.flatnonzero(one_of_several)[move]
+        at = np.flatnonzero(one_of_several)
+        own_k = np.argmax(reached[cid[at]], axis=1)
+        own = score[off[own_k] + rank[at]]
+        # The likeliest of its other slots, the first on ties (as argmax over the slots).
+        best = np.zeros(len(at), np.int64)
+        top = np.full(len(at), -np.inf, np.float32)
+        for k in range(max_c):
+            has_k = (n_cand[at] > k) & (own_k != k)
+            s_k = np.full(len(at), -np.inf, np.float32)
+            s_k[has_k] = score[off[k] + rank[at[has_k]]]
+            better = s_k > top
+            best[better], top[better] = k, s_k[better]
+        move = outside[off[own_k] + rank[at]] & (top > own)
+        at = at[move]
         flat[pix[at]] = (cand[cid[at], best[move]] + 1).astype(np.int32)
 
     placed = ~gap[sc] & (sc > 0)
@@ -663,6 +688,10 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     _yield_to_cores(flat, comps.shape[1], lines, forms, (z_lo, z_hi), (z_out_lo, z_out_hi), at)
     return labels
 
+
+#: Pixels per block of stage 8's passes over pixels (each one's operations are the same whatever
+#: the block: the blocks bound the temporaries, a few dozen bytes a pixel, to about 20 MB).
+_PIXEL_BLOCK = 1 << 18
 
 #: (point, slot) entries per block of :func:`best_reached`.
 _PAIR_BLOCK = 1 << 20
@@ -735,6 +764,13 @@ def _yield_to_cores(flat: np.ndarray, width: int, lines: LineSet, forms: np.ndar
         at = np.flatnonzero(flat)
     if len(at) == 0 or len(lines) < 2:
         return
+    for lo in range(0, len(at), _PIXEL_BLOCK):  # each pixel on its own: blocks bound the temporaries
+        _yield_block(flat, at[lo:lo + _PIXEL_BLOCK], width, lines, forms, core, outer)
+
+
+def _yield_block(flat: np.ndarray, at: np.ndarray, width: int, lines: LineSet, forms: np.ndarray,
+                 core: tuple[float, float], outer: tuple[float, float]) -> None:
+    """:func:`_yield_to_cores` on the pixels ``at`` (flat indices, labelled)."""
     own = flat[at].astype(np.int64) - 1
     ys, xs = np.divmod(at, width)
     xy = np.stack([xs, ys], axis=1).astype(np.float64)
@@ -1162,17 +1198,17 @@ def _drop_ownerless_lines(snapshot: Snapshot, keep: np.ndarray, labels: np.ndarr
     return keep, labels
 
 
-def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, uv: np.ndarray, weights: np.ndarray,
+def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, moments: np.ndarray, origin: np.ndarray,
                  rot_inv: bool, floor_t: float) -> LineFit:
     """Issue 24: the refit of stage 8 for the groups whose line keeps its place
     (``placed_of[g]``, its row in ``lines``, -1 for the others: a locked line, and with
     ``anchor_place`` an anchored one): the line's place and extent (a, b, c, sigma_s) as EM
-    left it, its spread across measured about it (kept when it has no sample)."""
+    left it, its spread across measured about it (kept when it has no sample); ``moments``
+    ``(G, 6)`` and ``origin``: every group's, as :func:`engine.regression.label_moments` gives."""
     g = np.flatnonzero(placed_of >= 0)
     k = placed_of[g]
     a, b, c, st, ss = (np.array(x, dtype=np.float64) for x in fit[:5])
-    features, origin = point_features(uv)
-    moments = weights[:, g].T @ features
+    moments = moments[g]  # the groups' moments (:func:`engine.regression.label_moments`)
     spread = spread_about(moments, origin, lines.a[k], lines.b[k], rot_inv, floor_t)
     a[g], b[g], c[g], ss[g] = lines.a[k], lines.b[k], lines.c[k], lines.sigma_s[k]
     st[g] = np.where(moments[:, 0] >= 1.0, spread, lines.sigma_t[k])
@@ -1283,10 +1319,10 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
                 fixed_ab[placed] = np.stack([lines.a[placed_of[placed]], lines.b[placed_of[placed]]], axis=1)
                 lab = follow_local_rows(uv, prep.sample_component[members], small[members], lab, n_groups,
                                         prep.stats.h_cc, prep.stats.w_cc, fixed_ab, strict=fixed)
-        weights = (lab[:, None] == np.arange(n_groups)[None, :]).astype(np.float64)
-        fit = fit_lines(uv, weights, rot_inv, floor_t, floor_s)
+        moments, origin = label_moments(uv, lab, n_groups)
+        fit = fit_from_moments(moments, origin, rot_inv, floor_t, floor_s)
         if (placed_of >= 0).any():
-            fit = _keep_placed(fit, lines, placed_of, uv, weights, rot_inv, floor_t)
+            fit = _keep_placed(fit, lines, placed_of, moments, origin, rot_inv, floor_t)
         alive = (np.isfinite(fit.a) & (fit.weight >= 1)) | fixed
         chain = _group_chains(sub.chain, group, placed_of, lines.chain, n_groups)
         remap = np.full(n_groups, -1, np.int64)
