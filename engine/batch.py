@@ -515,14 +515,18 @@ DEFAULT_PAGE_MEMORY = 2 * 2**30
 
 
 #: Peak memory a locked file's pieces may add, per sample-piece pair of
-#: ``initial_io.PIECE_BUDGET`` (the most a page gets): EM's unary holds a float32 per pair, a
-#: copy of it for the windows, and stage 8 a score per pixel and candidate piece. Measured
-#: (docs/robustness.md): cremma20 10_c71ca locked (109k samples x 220 pieces, 24M pairs)
-#: 0.77 GB without pieces, 1.02 GB with (10.9 bytes a pair); 12_dbc9b (18.9M pairs) 0.67 and
-#: 0.86 GB (10.5); ahte book1_page19 (13.0M pairs) 5.8; moc_train_9 (40.5M pairs over several
-#: regions, each region's own far fewer) 0.3. The header does not say the samples, so a page
-#: with a file of initial lines is allowed the budget's worth: 12 x 50M pairs, 0.56 GB.
-PIECES_PEAK_PER_PAIR = 12.0
+#: ``initial_io.PIECE_BUDGET`` (the most a page gets): EM's unary holds a float32 per pair,
+#: and stage 8 a score per pixel and candidate piece (only the candidates a pixel's component
+#: has, and its passes over pixels in blocks). Measured (docs/robustness.md, ``/usr/bin/time
+#: tlseg segment PAGE --initial-lines GT --lock-initial-lines`` with pieces and with
+#: ``given_pieces=0``): cremma20 10_c71ca (109k samples x 220 pieces, 24M pairs) 635 and 717
+#: MB (3.5 bytes a pair), 12_dbc9b (18.9M pairs) 600 and 636 MB (1.9), ahte book1_page19
+#: (13.0M pairs) and moc_train_9 (40.5M) the same peak both ways. (Before stage 8 kept its
+#: scores by candidate and consolidate_lines its fits by label: 10.9 bytes a pair, 1.02 GB on
+#: 10_c71ca.) The header does not say the samples, so a page with a file of initial lines is
+#: allowed the budget's worth, with a margin of 1.7 on the largest measured: 6 x 50M pairs,
+#: 0.28 GB.
+PIECES_PEAK_PER_PAIR = 6.0
 
 
 def pieces_peak(params: Parameters) -> int:

@@ -267,3 +267,40 @@ def test_touching_strokes_between_locked_lines_are_cut_midway(page: dict) -> Non
     # that are not all of the kind the rule names keep it (a free line among the reached).
     for key in set(runs) - set(midway):
         assert cut[key][0] >= 205 and cut[key][1] < cut["locked", "locked"][1] - 0.02, (key, cut[key])
+
+
+def test_ink_reaching_one_core_gives_its_end_beyond_the_outer_band_to_its_likelier_line() -> None:
+    """A lower-line word with a stroke rising to just under the upper line's core: its
+    samples are split between the two lines (the nearest line takes the stroke's top), but
+    only the lower line's core is reached. The component stays on the lower line but for its
+    pixels beyond that line's outer band that the upper line's profile makes likelier: the
+    stroke's top, which goes to the upper line (not by the nearest line's core rule, which
+    needs a pixel in that core). Checks that each pixel's own-line score is read from its own
+    line's slot (the second of the component's two candidates)."""
+    ink = np.zeros((400, 900), bool)
+    truth = np.zeros(ink.shape, np.int32)
+    for x0 in range(20, 820, 80):
+        _word(ink, truth, 1, UPPER, x0)
+        _word(ink, truth, 2, LOWER, x0)
+    lines = LineSet(a=np.zeros(2), b=np.array([UPPER, LOWER], float), c=np.full(2, 450.0),
+                    sigma_t=np.full(2, SIGMA_T), sigma_s=np.full(2, 250.0), prior=np.full(2, 0.5),
+                    region=np.zeros(2, np.int32), phi=np.zeros(2))
+    ink[LOWER:LOWER + 8, 830:870] = True  # the word
+    base = _prep(ink)
+    _, (_, core_hi), (out_lo, _) = line_profile(base.samples, nearest_line(base.samples, lines), lines)
+    top = int(np.ceil(UPPER + core_hi * SIGMA_T)) + 1  # just under the upper line's core
+    ink[top:LOWER, 846:850] = True  # the stroke
+    prep = _prep(ink)
+    labels = nearest_line(prep.samples, lines)
+    k = prep.components[LOWER + 4, 848]
+    assert set(np.unique(labels[prep.sample_component == k])) == {0, 1}
+    out = final_labels(prep, lines, labels)
+    stroke = prep.components == k
+    rows = np.nonzero(stroke)[0]
+    beyond = rows < LOWER + out_lo * SIGMA_T  # past the lower line's outer band, upwards
+    moved = rows[out[stroke] == 1]
+    assert len(moved) >= 8 and moved.min() == top  # the stroke's top went up
+    assert np.all(beyond[out[stroke] == 1])  # and nothing inside the outer band
+    assert np.all(out[stroke & (np.arange(400)[:, None] >= LOWER + out_lo * SIGMA_T)] == 2)
+    words = ink & ~stroke
+    assert np.all(out[words] == truth[words])

@@ -479,7 +479,7 @@ def test_a_page_with_a_file_of_initial_lines_is_allowed_its_pieces_memory(tmp_pa
     lines_file.write_text("<PcGts/>")  # never read: the page is refused from its header
     one = batch.estimate_peak(160, 120)
     extra = batch.pieces_peak(Parameters())
-    assert extra >= 500 * 2**20
+    assert extra >= 250 * 2**20  # 10_c71ca's pieces added 84 MB (docs/robustness.md)
     assert batch.pieces_peak(Parameters(given_pieces=0)) == 0
     assert batch.memory_refusal(page, 0, one) == (one, None)
     need, refusal = batch.memory_refusal(page, 0, one + extra // 2, extra)
