@@ -22,9 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # bench.run_bench, for the pages
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SETS = ("ahte-train", "cremma20", "kraken-sample", "moc-train", "poilus-dev")
-SUFFIXES = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
 
 #: One timed run, in a fresh interpreter: argv = checkout, page, .dat path.
 _RUN = """
@@ -41,17 +43,12 @@ print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time()
 
 
 def pages_of(data: Path) -> list[tuple[str, Path]]:
-    """(set, image) of every page of the sets in ``data``: ``images/*.png`` where a set has
-    that folder, else the images at its top level (cremma20 keeps its pages in subfolders, so
-    none of them: 66 pages, as measured in docs/history.md)."""
-    out = []
-    for name in SETS:
-        folder = data / name
-        images = folder / "images" if (folder / "images").is_dir() else folder
-        if not images.is_dir():
-            continue
-        out += [(name, p) for p in sorted(images.iterdir()) if p.suffix.lower() in SUFFIXES]
-    return out
+    """(set, image) of every scored page of the sets in ``data``, found as
+    ``bench/run_bench.py`` finds them (:func:`bench.run_bench.find_pages`: cremma20's pages
+    in its subfolders too, all 79 dev pages; before, the 13 of cremma20 were left out)."""
+    from bench.run_bench import find_pages
+
+    return [(name, image) for name in SETS if (data / name).is_dir() for image, _ in find_pages(data / name)]
 
 
 def time_page(checkout: str, page: Path, scratch: Path) -> tuple[float, float]:
