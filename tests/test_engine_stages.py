@@ -26,7 +26,7 @@ from engine.model import ComponentStats, LineSet, Page
 from engine.params import Parameters
 from engine.pipeline import prepare, segment
 from engine.regions import component_axes, find_regions
-from engine.regression import fit_lines
+from engine.regression import fit_from_moments, fit_lines, label_moments, point_features
 from engine.sampling import sample_ink_pixels
 from engine.unary import interline_space, log_unary
 
@@ -539,6 +539,27 @@ def test_fit_lines_recovers_known_lines(rotation_invariant, soft):
         assert fit.c[k] == pytest.approx(c, abs=5.0)
         assert fit.sigma_t[k] == pytest.approx(st, rel=0.05)
         assert fit.sigma_s[k] == pytest.approx(2 * half / math.sqrt(12), rel=0.05)
+
+
+def test_label_moments_are_the_one_hot_weights_moments():
+    """Stage 8's refit of hard groups (engine.regression.label_moments): the moments a 0/1
+    weight matrix gives, without the matrix. Points labelled -1 belong to no group, and a
+    group without points (the last here) has zero moments and no fitted line."""
+    rng = np.random.default_rng(7)
+    uv = np.concatenate([_line_points(rng, 0.1, 50.0, 300.0, 3.0, 200.0, 500, True),
+                         _line_points(rng, -0.05, 150.0, 250.0, 4.0, 150.0, 400, True),
+                         rng.uniform(0.0, 600.0, (300, 2))])  # scatter, in no group
+    labels = np.r_[np.zeros(500, np.int64), np.ones(400, np.int64), np.full(300, -1)]
+    moments, origin = label_moments(uv, labels, 3)
+    features, origin_one_hot = point_features(uv)
+    weights = (labels[:, None] == np.arange(3)[None, :]).astype(np.float64)
+    np.testing.assert_array_equal(origin, origin_one_hot)
+    np.testing.assert_allclose(moments, weights.T @ features, rtol=1e-9, atol=1e-6)
+    assert moments[:, 0].tolist() == [500.0, 400.0, 0.0]
+    fit, dense = fit_from_moments(moments, origin), fit_lines(uv, weights)
+    np.testing.assert_allclose(fit.a[:2], dense.a[:2], rtol=1e-9)
+    np.testing.assert_allclose(fit.sigma_t[:2], dense.sigma_t[:2], rtol=1e-9)
+    assert np.isnan(fit.a[2]) and np.isnan(dense.a[2])
 
 
 @pytest.mark.parametrize("deg", [-79.0, -60.0, -33.0, -5.0, 0.0, 12.0, 45.0, 60.0, 79.0])
