@@ -1058,6 +1058,7 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel pending pages and stop the workers now instead of waiting for their pages:
     outputs are written atomically, so a killed worker leaves no partial page behind."""
     processes = list((getattr(pool, "_processes", None) or {}).values())  # private, but no public way
+    manager = getattr(pool, "_executor_manager_thread", None)  # shutdown(wait=False) forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
         with contextlib.suppress(Exception):
@@ -1070,6 +1071,13 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=1.0)
+    # The pool's manager thread closes its wake-up pipe once it sees the workers gone. Python
+    # 3.11's exit hook writes to that pipe (concurrent.futures.process._python_exit): if the
+    # thread closes it between the hook's check and its write, the interrupted batch ends
+    # with a traceback (EBADF) on stderr. Waiting for the thread closes it first.
+    if manager is not None:
+        with contextlib.suppress(Exception):
+            manager.join(timeout=5.0)
 
 
 def _run_pool(todo: list[tuple[int, PageTask]], workers: int, reporter: _Reporter,
