@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -29,3 +31,20 @@ def nonzero_index(image: np.ndarray) -> np.ndarray:
     and the index arithmetic after it: 15-33 ms)."""
     image = np.asarray(image)
     return np.flatnonzero(image if image.dtype == bool else image != 0)
+
+
+def first_argmax(rows: Iterable[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``n`` columns, the index of the first of ``rows`` (1-D ``(n,)`` arrays
+    without NaNs) holding its largest value, as ``np.argmax(np.stack(rows), axis=0)`` gives,
+    and that value; a row at a time, so that the rows are never stacked (they may be made
+    one by one) and no pass walks across a stacked array's columns."""
+    best = np.zeros(n, np.intp)
+    top = None
+    for i, row in enumerate(rows):
+        if top is None:
+            top = np.array(row, copy=True)
+            continue
+        above = row > top
+        best[above] = i
+        np.maximum(top, row, out=top)
+    return best, top if top is not None else np.full(n, -np.inf)

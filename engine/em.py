@@ -20,13 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import message_passing as mp
+from .arrays import first_argmax
 from .blocks import linked_lines
 from .initial_lines import STEEP_SPLIT_ANGLE as FRAME_LINE_ANGLE
 from .model import LineSet, Preparation, Snapshot, to_region_frame
 from .params import Parameters
 from .pitch import sigma_t_cap
 from .regression import fit_from_moments, point_features
-from .unary import UNARY_BLOCK, across_offset, interline_space, log_unary_by_line
+from .unary import across_offset, interline_space, log_unary_by_line, sample_block
 
 
 @dataclass
@@ -205,16 +206,8 @@ def _unaries(states: list[_Region], lines: LineSet, params: Parameters, h_cc: fl
 def argmax_rows(u: np.ndarray) -> np.ndarray:
     """``u.argmax(axis=0)`` of a C-ordered ``(L, n)`` array without NaNs (the first row of
     the largest value), a row at a time: NumPy's argmax walks each column across the rows'
-    stride, 2-4 times slower on a locked file's hundreds of pieces."""
-    best = np.zeros(u.shape[1], np.intp)
-    if u.shape[0] == 0:
-        return best
-    top = u[0].copy()
-    for row in range(1, u.shape[0]):
-        above = u[row] > top
-        best[above] = row
-        np.maximum(top, u[row], out=top)
-    return best
+    stride, 2-4 times slower on a locked file's hundreds of pieces (:func:`first_argmax`)."""
+    return first_argmax(u, u.shape[1])[0]
 
 
 def _log_likelihood(unaries: list[np.ndarray]) -> float:
@@ -223,7 +216,7 @@ def _log_likelihood(unaries: list[np.ndarray]) -> float:
         if u.shape[1] and u.shape[0]:
             # In blocks of samples that stay in the cache; each sample's sum runs over its
             # lines in the same order as over the whole array, so the value is the same.
-            step = max(256, UNARY_BLOCK // u.shape[0])
+            step = sample_block(u.shape[0])
             per_sample = np.empty(u.shape[1], np.float32)
             for start in range(0, u.shape[1], step):
                 block = u[:, start:start + step]

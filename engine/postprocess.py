@@ -21,7 +21,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from . import row_merge as _row_merge
-from .arrays import nonzero_index, sorted_unique
+from .arrays import first_argmax, nonzero_index, sorted_unique
 from .initial_lines import concat_lines, order_lines
 from .ink import RIM_REACH
 from .model import LineSet, Preparation, Segmentation, Snapshot, to_region_frame
@@ -652,17 +652,19 @@ def final_labels(prep: Preparation, lines: LineSet, sample_labels: np.ndarray, s
     if one_of_several.any():  # reaches one core: only pixels beyond its outer band may leave
         at = np.flatnonzero(one_of_several)
         own_k = np.argmax(reached[cid[at]], axis=1)
-        own = score[off[own_k] + rank[at]]
-        # The likeliest of its other slots, the first on ties (as argmax over the slots).
-        best = np.zeros(len(at), np.int64)
-        top = np.full(len(at), -np.inf, np.float32)
-        for k in range(max_c):
-            has_k = (n_cand[at] > k) & (own_k != k)
+        n_at_pixel, rank_at = n_cand[at], rank[at]
+        own = score[off[own_k] + rank_at]
+
+        def other_slot(k: int) -> np.ndarray:
+            """Slot k's scores of these pixels; -inf where it is their own or none."""
+            has_k = (n_at_pixel > k) & (own_k != k)
             s_k = np.full(len(at), -np.inf, np.float32)
-            s_k[has_k] = score[off[k] + rank[at[has_k]]]
-            better = s_k > top
-            best[better], top[better] = k, s_k[better]
-        move = outside[off[own_k] + rank[at]] & (top > own)
+            s_k[has_k] = score[off[k] + rank_at[has_k]]
+            return s_k
+
+        # The likeliest of its other slots, the first on ties (as argmax over the slots).
+        best, top = first_argmax((other_slot(k) for k in range(max_c)), len(at))
+        move = outside[off[own_k] + rank_at] & (top > own)
         at = at[move]
         flat[pix[at]] = (cand[cid[at], best[move]] + 1).astype(np.int32)
 

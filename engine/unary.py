@@ -83,6 +83,12 @@ def log_unary(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
 UNARY_BLOCK = 1 << 20
 
 
+def sample_block(n_lines: int) -> int:
+    """Samples per block of a ``(n_lines, n)`` pass: :data:`UNARY_BLOCK` entries, at least 256
+    samples."""
+    return max(256, UNARY_BLOCK // max(n_lines, 1))
+
+
 def log_unary_by_line(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: float,
                       line_bias: np.ndarray | None = None, form: str = "plateau",
                       prior: bool = True) -> np.ndarray:
@@ -91,7 +97,7 @@ def log_unary_by_line(uv: np.ndarray, lines: LineSet, space: np.ndarray, r: floa
     one line per row so that every operation runs over contiguous samples, in blocks of
     samples (:data:`UNARY_BLOCK`); each entry's operations are the same whatever the block."""
     n_lines, n = len(lines), len(uv)
-    step = max(256, UNARY_BLOCK // max(n_lines, 1))
+    step = sample_block(n_lines)
     if n <= step:
         return _log_unary_block(uv, lines, space, r, line_bias, form, prior)
     out = np.empty((n_lines, n), np.float32)

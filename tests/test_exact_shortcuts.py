@@ -329,7 +329,7 @@ def test_argmax_a_row_at_a_time_equals_numpys_with_ties() -> None:
 
 
 def test_log_likelihood_in_blocks_equals_the_whole_array(monkeypatch) -> None:
-    from engine import em
+    from engine import em, unary
 
     rng = np.random.default_rng(6)
     unaries = [rng.normal(-20, 15, (41, 3001)).astype(np.float32), np.zeros((0, 5), np.float32),
@@ -340,7 +340,8 @@ def test_log_likelihood_in_blocks_equals_the_whole_array(monkeypatch) -> None:
                     for u in us if u.size)
         return total / sum(u.shape[1] for u in us if u.size)
 
-    monkeypatch.setattr(em, "UNARY_BLOCK", 41 * 256)
+    monkeypatch.setattr(unary, "UNARY_BLOCK", 41 * 256)  # engine.unary.sample_block
+    assert unary.sample_block(41) == 256  # 3001 samples: 12 blocks, the last of 185
     assert em._log_likelihood(unaries) == plain(unaries)
 
 
