@@ -6,8 +6,9 @@ cut takes for block boundaries) and small writing on tight rows (a pitch of 2 ``
 a line's band may spread over its neighbour's row) are the same ``H_cc`` apart for the
 method. The pitch is measured where the rows are: the autocorrelation of the samples'
 profile across the text direction (:func:`engine.initial_lines.line_pitch`, the blob
-scale's estimate) at the region's own text angle, or, for a region of one row, at the
-page's (its neighbours' rows).
+scale's estimate) at the region's own text angle, or, for a region of one row, the page's
+samples at that angle, else its nearest neighbour's at an angle within ``NEIGHBOUR_ANGLE``
+(its neighbours' rows).
 
 Three mechanisms read it (each a field of :class:`engine.params.Parameters`):
 ``row_join`` (stage 5: a word gap along a row is not a region boundary,
@@ -43,7 +44,8 @@ class RowPitch:
     position (pixels, region frame ``v``) of a row's centre, modulo the pitch;
     ``correlation``: the profile's autocorrelation at the pitch (1 = perfectly periodic);
     ``source``: "region" (its own rows), "page" (a region of one row: the page's rows at
-    its angle) or "none"."""
+    its angle), "neighbour" (the nearest region's pitch, the phase at its own centre) or
+    "none"."""
 
     region: int
     angle: float
@@ -109,7 +111,8 @@ def region_pitches(samples: np.ndarray, sample_region: np.ndarray, phis: np.ndar
                    ) -> tuple[RowPitch, ...]:
     """The row pitch of every region (``phis (R,)``: the regions' frame angles, radians): of
     its own samples' rows where they show a period, else of the page's samples at its angle
-    (a region of one row: its neighbours' rows), else none."""
+    (a region of one row: its neighbours' rows), else its nearest neighbour's
+    (:func:`_from_neighbours`), else none."""
     out = []
     page_cache: dict[float, tuple[float, float, float]] = {}
     for r, phi in enumerate(np.asarray(phis, np.float64)):
@@ -125,6 +128,41 @@ def region_pitches(samples: np.ndarray, sample_region: np.ndarray, phis: np.ndar
             pitch, phase, corr = page_cache[key]
             source = "page" if math.isfinite(pitch) else "none"
         out.append(RowPitch(r, math.degrees(float(phi)), pitch, phase, corr, source))
+    return _from_neighbours(out, samples, sample_region, np.asarray(phis, np.float64))
+
+
+#: A region without a period of its own or at its angle takes its nearest neighbour's pitch
+#: when their text runs within this many degrees (a row's words agree within a few degrees;
+#: a side note at another angle is a block of its own).
+NEIGHBOUR_ANGLE = 10.0
+
+
+def _from_neighbours(pitches: list[RowPitch], samples: np.ndarray, sample_region: np.ndarray,
+                     phis: np.ndarray) -> tuple[RowPitch, ...]:
+    """Regions with no pitch (``source`` "none") take the pitch of the nearest region (by
+    their samples' centres) that has one and whose angle is within ``NEIGHBOUR_ANGLE``: a
+    region of one row or a word has no period of its own, and the page's samples at the word's
+    own angle (a few degrees off the rows') blur the rows' period over a wide page (poilus
+    AN_0348-0: the title's words at -3.1 and 3.1 deg, the body at -0.6). The phase is the
+    region's own samples' centre across the text (a row of one row's centre)."""
+    has = [p for p in pitches if math.isfinite(p.pitch)]
+    if not has or len(has) == len(pitches):
+        return tuple(pitches)
+    n_regions = len(pitches)
+    count = np.maximum(np.bincount(sample_region, minlength=n_regions), 1)
+    centre = np.stack([np.bincount(sample_region, samples[:, k], n_regions) / count for k in (0, 1)], axis=1)
+    out = list(pitches)
+    for r, p in enumerate(pitches):
+        if p.source != "none" or not np.any(sample_region == r):
+            continue
+        turn = [abs((q.angle - p.angle + 90.0) % 180.0 - 90.0) for q in has]
+        near = [(float(np.hypot(*(centre[q.region] - centre[r]))), q) for q, t in zip(has, turn, strict=True)
+                if t <= NEIGHBOUR_ANGLE]
+        if not near:
+            continue
+        q = min(near, key=lambda e: e[0])[1]
+        v = to_region_frame(samples[sample_region == r].astype(np.float64), float(phis[r]))[:, 1]
+        out[r] = RowPitch(r, p.angle, q.pitch, float(np.median(v)) % q.pitch, q.correlation, "neighbour")
     return tuple(out)
 
 

@@ -300,3 +300,25 @@ def test_a_page_with_row_period_is_merged_by_its_pitch_alone(wide) -> None:
         *_, last = run_em(prep)
         labels.append(finish(prep, last).labels)
     np.testing.assert_array_equal(labels[0], labels[1])
+
+
+def test_a_region_without_a_period_takes_its_neighbours_pitch() -> None:
+    """A block of rows every 30 px across a wide page (region 0, at 0 deg), a word at the
+    end of a row whose own fit leans 4 deg (region 1: one row, no period of its own, and the
+    page's rows at 4 deg blur over the page's width) and a note at 45 deg (region 2): the
+    word takes the block's pitch, with its own centre as the phase; the note keeps none."""
+    rng = np.random.default_rng(2)
+    rows = rng.integers(0, 12, 6000)
+    block = np.stack([rng.uniform(0.0, 2400.0, 6000), 40.0 + 30.0 * rows + rng.normal(0.0, 2.5, 6000)], axis=1)
+    word = np.stack([rng.uniform(2500.0, 2620.0, 80), 100.0 + rng.normal(0.0, 2.5, 80)], axis=1)
+    t = rng.uniform(0.0, 200.0, 80)
+    note = np.stack([2700.0 + t * np.cos(np.pi / 4), 300.0 + t * np.sin(np.pi / 4) + rng.normal(0.0, 2.5, 80)], axis=1)
+    samples = np.concatenate([block, word, note])
+    region = np.repeat([0, 1, 2], [len(block), len(word), len(note)])
+    phis = np.radians([0.0, 4.0, 45.0])
+    out = _pitch.region_pitches(samples, region, phis, 12.0)
+    assert out[0].source == "region" and out[0].pitch == pytest.approx(30.0, abs=0.6)
+    assert out[1].source == "neighbour" and out[1].pitch == out[0].pitch
+    v = _pitch.to_region_frame(word, phis[1])[:, 1]
+    assert out[1].phase == pytest.approx(float(np.median(v)) % out[0].pitch)
+    assert out[2].source == "none" and math.isnan(out[2].pitch)
