@@ -133,7 +133,8 @@ def region_pitches(samples: np.ndarray, sample_region: np.ndarray, phis: np.ndar
 
 #: A region without a period of its own or at its angle takes its nearest neighbour's pitch
 #: when their text runs within this many degrees (a row's words agree within a few degrees;
-#: a side note at another angle is a block of its own).
+#: a side note at another angle is a block of its own); also the angle within which
+#: engine.row_merge takes two fragments for one row's.
 NEIGHBOUR_ANGLE = 10.0
 
 

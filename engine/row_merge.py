@@ -37,13 +37,14 @@ import numpy as np
 
 from .model import LineSet, Preparation, to_region_frame
 from .params import Parameters
-from .pitch import ROW_PHASE, page_pitch, single_rows
+from .pitch import NEIGHBOUR_ANGLE, ROW_PHASE, page_pitch, single_rows
 from .regression import fit_lines
 
 #: Two fragments run in the same direction when their lines' angles on the page differ by
 #: less than this (degrees): a side note at another angle is its own block (regions.SPLIT_ANGLE
-#: is 20 deg), a row's words agree within a few degrees.
-ANGLE_TOLERANCE = 10.0
+#: is 20 deg), a row's words agree within a few degrees. The same tolerance lets a region
+#: without a row period take its neighbour's (engine.pitch.NEIGHBOUR_ANGLE).
+ANGLE_TOLERANCE = NEIGHBOUR_ANGLE
 
 
 @dataclass(frozen=True)
