@@ -738,10 +738,20 @@ class _Terminated(BaseException):
 _in_page = False
 #: monotonic() when the worker's current page started (None between pages).
 _page_started: float | None = None
+#: A SIGTERM is being handled: the page is unwinding and removing its temporary files.
+_terminating = False
 
 
 def _on_sigterm(_signum: int, _frame: object) -> None:
+    global _terminating
+    if _terminating:
+        # A second SIGTERM during the clean-up must not interrupt it: once one worker of a
+        # stopped pool exits, the pool's manager thread terminates the others again (it
+        # takes the pool for broken), and a _Terminated raised inside atomic_path's clean-up
+        # left a temporary file behind (CI, test_sigint_stops_a_batch_started_with_sigint_ignored).
+        return
     if _in_page:
+        _terminating = True
         raise _Terminated
     os._exit(143)  # idle: nothing to clean up
 

@@ -394,6 +394,34 @@ def _check_interrupted(proc: subprocess.Popen, out: Path, workers: list[int], co
         json.loads(p.read_text())
 
 
+def test_a_second_sigterm_does_not_stop_a_workers_clean_up(tmp_path: Path, monkeypatch) -> None:
+    """A worker stopped mid-write removes its temporary file even when a second SIGTERM comes
+    during that clean-up: once one worker of a stopped pool exits, the pool's manager thread
+    (concurrent.futures' terminate_broken) sends SIGTERM to the others again. Here the second
+    signal is sent from inside the clean-up's unlink."""
+    target = tmp_path / "page.json"
+    real_unlink = Path.unlink
+
+    def unlink_after_another_sigterm(self: Path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(batch, "_in_page", True)
+    monkeypatch.setattr(batch, "_terminating", False, raising=False)
+    previous = signal.signal(signal.SIGTERM, batch._on_sigterm)
+    try:
+        with pytest.raises(batch._Terminated):
+            with export.atomic_path(target) as tmp:
+                tmp.write_text("half a page")
+                monkeypatch.setattr(Path, "unlink", unlink_after_another_sigterm)
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5.0)  # the handler raises before this ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_stopping_the_pool_waits_for_its_manager_thread() -> None:
     """An interrupted batch's pool (batch._stop_pool) returns only once the pool's manager
     thread has ended: that thread closes a wake-up pipe which Python 3.11's exit hook writes
