@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .initial_lines import line_pitch, peak_position
+from .initial_lines import _angle_gap, line_pitch, peak_position
 from .model import to_region_frame
 
 #: Bins of the across profile, in H_cc (as engine.regions.text_scale).
@@ -153,16 +153,18 @@ def _from_neighbours(pitches: list[RowPitch], samples: np.ndarray, sample_region
     count = np.maximum(np.bincount(sample_region, minlength=n_regions), 1)
     centre = np.stack([np.bincount(sample_region, samples[:, k], n_regions) / count for k in (0, 1)], axis=1)
     out = list(pitches)
+    angles = np.array([q.angle for q in has])
     for r, p in enumerate(pitches):
-        if p.source != "none" or not np.any(sample_region == r):
+        members = sample_region == r
+        if p.source != "none" or not members.any():
             continue
-        turn = [abs((q.angle - p.angle + 90.0) % 180.0 - 90.0) for q in has]
+        turn = _angle_gap(angles, p.angle)
         near = [(float(np.hypot(*(centre[q.region] - centre[r]))), q) for q, t in zip(has, turn, strict=True)
                 if t <= NEIGHBOUR_ANGLE]
         if not near:
             continue
         q = min(near, key=lambda e: e[0])[1]
-        v = to_region_frame(samples[sample_region == r].astype(np.float64), float(phis[r]))[:, 1]
+        v = to_region_frame(samples[members].astype(np.float64), float(phis[r]))[:, 1]
         out[r] = RowPitch(r, p.angle, q.pitch, float(np.median(v)) % q.pitch, q.correlation, "neighbour")
     return tuple(out)
 
