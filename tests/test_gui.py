@@ -16,7 +16,8 @@ import cv2
 import numpy as np
 import pytest
 from conftest import FAST
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QPoint, QSettings
+from PySide6.QtWidgets import QApplication
 from synthetic import make_page
 
 from engine import export as engine_export
@@ -557,6 +558,38 @@ def test_corrupt_file_shows_message(qtbot: object, window: MainWindow, tmp_path:
     qtbot.waitUntil(lambda: not window.is_busy() and "Cannot load initial lines" in window.banner.text(),
                     timeout=10_000)
     assert str(bad) in window.banner.text() and window.edits.lines is before and window.undo.count() == 0
+
+
+def test_a_message_floats_over_the_canvas_and_moves_nothing(qtbot: object, window: MainWindow) -> None:
+    """A message shown or dismissed leaves the canvas and the plots where they were (in the
+    layout it moved the page and re-laid every plot's axes); it spans the top of the canvas'
+    area, on top, and follows the window's width."""
+    qtbot.waitExposed(window)
+    widgets = [window.canvas, *window.plots.plots.values()]
+
+    def places() -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        return [(w.mapTo(window, QPoint(0, 0)).toTuple(), w.size().toTuple()) for w in widgets]
+
+    before = places()
+    window.banner.show_message("The engine failed: " + "a long explanation " * 30)
+    qtbot.waitUntil(window.banner.isVisible, timeout=5_000)
+    QApplication.processEvents()
+    assert places() == before
+    central = window.centralWidget()
+    strip = window.banner.geometry()
+    assert strip.top() == 0 and strip.width() == central.width() and strip.height() > 20
+    assert window.banner.label.geometry().height() > window.banner.label.fontMetrics().height()  # wrapped
+    middle = strip.center()
+    hit = central.childAt(middle)
+    assert hit is window.banner or window.banner.isAncestorOf(hit)  # drawn over the canvas
+    width = central.width()
+    window.resize(window.width() + 300, window.height())
+    qtbot.waitUntil(lambda: central.width() > width, timeout=5_000)
+    qtbot.waitUntil(lambda: window.banner.width() == central.width(), timeout=5_000)
+    moved = places()
+    window.banner.hide()
+    QApplication.processEvents()
+    assert places() == moved and not window.banner.text()
 
 
 def test_parameters_validate_and_persist(qtbot: object, window: MainWindow, page_path: str) -> None:

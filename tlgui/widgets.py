@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QStatusBar, QStyle, QToolButton, QWidget
 
 
@@ -26,10 +26,19 @@ def scale_text(prep: Any) -> str:
 
 
 class Banner(QWidget):
-    """A dismissable message strip above the canvas: errors never pop up modal dialogs."""
+    """A dismissable message strip over the top of ``host`` (the canvas' area): errors never
+    pop up modal dialogs.
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+    It floats over the host instead of taking a place in its layout: a message shown or hidden
+    then never resizes the canvas and the plots below it. In the layout, each message moved
+    the page on screen by the strip's height and made every plot lay out its axes again: on a
+    Run all, a warning at each page's end and its removal at the next page's start were two
+    full repaints of the window (~45 ms each, offscreen) in the GUI thread."""
+
+    def __init__(self, host: QWidget) -> None:
+        super().__init__(host)
+        self.host = host
+        host.installEventFilter(self)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
         self.label = QLabel()
@@ -52,7 +61,20 @@ class Banner(QWidget):
         self.setStyleSheet(f"background: {colour}; color: white;")
         self.label.setText(text)
         self.level, self.sticky = level, sticky
+        self._place()
         self.show()
+        self.raise_()
+
+    def _place(self) -> None:
+        """Across the host's top, as tall as the wrapped message needs."""
+        width = self.host.width()
+        height = self.heightForWidth(width) if self.hasHeightForWidth() else -1
+        self.setGeometry(0, 0, width, height if height > 0 else self.sizeHint().height())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.host and event.type() == QEvent.Type.Resize and self.isVisible():
+            self._place()
+        return False
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""

@@ -113,8 +113,6 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        self.banner = Banner()
-        layout.addWidget(self.banner)
         self.canvas = PageCanvas()
         self.canvas.setAcceptDrops(False)  # drops go to the window
         self.controls = RunControls()
@@ -133,6 +131,7 @@ class MainWindow(QMainWindow):
         split.setSizes([700, 220])
         layout.addWidget(split, 1)
         self.setCentralWidget(central)
+        self.banner = Banner(central)  # over the canvas, outside the layout
         self.layer_panel = LayerPanel()
         self.param_panel = ParameterPanel(Parameters())
         self.line_table = LineTable()
