@@ -48,3 +48,14 @@ def first_argmax(rows: Iterable[np.ndarray], n: int) -> tuple[np.ndarray, np.nda
         best[above] = i
         np.maximum(top, row, out=top)
     return best, top if top is not None else np.full(n, -np.inf)
+
+
+def angle_difference(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """Signed difference ``a - b`` of orientations (degrees, period 180) in [-90, 90)."""
+    return (np.asarray(a, np.float64) - b + 90.0) % 180.0 - 90.0
+
+
+def angle_gap(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """Difference of orientations (degrees, period 180) in [0, 90]: how far two lines' directions
+    are apart, whichever way each one points."""
+    return np.abs(angle_difference(a, b))

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import angle_gap
 from .graph import triangle_edges
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
@@ -260,7 +261,7 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
         angle -30 deg, frame at the range's -40 deg)."""
         at_edge = min(abs(phi[k] - range_edges[0]), abs(phi[k] - range_edges[1])) < 1e-6
         own = own_angle(samples[region == k], h_cc)
-        return at_edge or abs((own - phi[k] + 90.0) % 180.0 - 90.0) > max_gap
+        return at_edge or angle_gap(own, phi[k]) > max_gap
 
     region = sample_region
     folded = False
@@ -275,7 +276,7 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
     if split_parts:
         for k, main in split_parts.items():
             if (k < n and main < n and regions[k].page_direction and not regions[main].page_direction
-                    and abs((phi[k] - phi[main] + 90.0) % 180.0 - 90.0) <= max_gap):
+                    and angle_gap(phi[k], phi[main]) <= max_gap):
                 if region is sample_region:
                     region = sample_region.copy()
                 region[region == k] = main
@@ -302,7 +303,7 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
             # block with a neighbour at that angle: a gutter's marks between two facing pages
             # joined both pages into one block, and rows across the spread (FM 0.93 -> 0.63).
             continue
-        gap = abs((phi[i] - phi[j] + 90.0) % 180.0 - 90.0)
+        gap = float(angle_gap(phi[i], phi[j]))
         small_join = min(n_samples[i], n_samples[j]) < small and gap <= small_gap
         if small_join and small_frame and samples is not None and gap > max_gap:
             # small_parts_frame: a small block joins its neighbour only when its frame does not

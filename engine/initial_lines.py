@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .arrays import angle_gap
 from .components import weighted_median
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
@@ -349,7 +350,7 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
         # A note's lines up a margin show lines too weakly to decide alone (poilus AN_0008-3:
         # contrast 0.035 at -90 deg, 0.037 at -56 deg); its words' direction narrows the search.
         angles = np.arange(-90.0, 90.0, params.orientation_step)
-        angles = angles[np.abs((angles - around + 90.0) % 180.0 - 90.0) <= AROUND_BLOCK + 1e-9]
+        angles = angles[angle_gap(angles, around) <= AROUND_BLOCK + 1e-9]
         lo, hi, steep = -90.0, 90.0, False
     scores = np.array([score(deg) for deg in angles])
     inside = (angles >= lo - 1e-9) & (angles <= hi + 1e-9)
@@ -378,9 +379,9 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
                 # downstrokes' peak (AN_0121-2's "mort": 0.074 at -40 deg and at 0 deg).
                 if report is not None:
                     report["page_direction"] = True
-                near = _angle_gap(angles, page_deg) <= AROUND_BLOCK + 1e-9
+                near = angle_gap(angles, page_deg) <= AROUND_BLOCK + 1e-9
                 if not near.any():
-                    near = _angle_gap(angles, page_deg) <= _angle_gap(angles, page_deg).min() + 1e-9
+                    near = angle_gap(angles, page_deg) <= angle_gap(angles, page_deg).min() + 1e-9
                 best = float(angles[near][int(np.argmax(scores[near]))])
                 lo, hi = (-90.0, 90.0) if not inside[near].all() else (lo, hi)
     # A finer look around the best angle: skew matters to a fraction of a degree on long lines.
@@ -404,11 +405,6 @@ STEEP_SPLIT_ANGLE = 20.0
 STEEP_MIN_ROWS = 2.0
 
 
-def _angle_gap(a: np.ndarray, b: float) -> np.ndarray:
-    """Difference of orientations (degrees, period 180) in [0, 90]."""
-    return np.abs((np.asarray(a, np.float64) - b + 90.0) % 180.0 - 90.0)
-
-
 def steep_supported(angles: np.ndarray, scores: np.ndarray, inside: np.ndarray, deg: float,
                     score: float, points: np.ndarray | None, stats: ComponentStats, ratio: float) -> bool:
     """Whether a region's ink supports the steep angle ``deg`` (degrees, outside the range,
@@ -426,7 +422,7 @@ def steep_supported(angles: np.ndarray, scores: np.ndarray, inside: np.ndarray, 
     scale of H_cc) mostly drops, while across the slanted downstrokes, 1-2 H_cc apart, the
     profile is a comb: contrast 1.2-1.5x the range's best, no row period. Side notes at
     their own angle score 3.3-20x (moc-train, 22 regions without a period) or show rows."""
-    far = inside & (_angle_gap(angles, deg) >= STEEP_SPLIT_ANGLE)
+    far = inside & (angle_gap(angles, deg) >= STEEP_SPLIT_ANGLE)
     reference = float(scores[far].max()) if far.any() else 0.0
     if score >= ratio * reference:
         return True

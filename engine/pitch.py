@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .initial_lines import _angle_gap, line_pitch, peak_position
+from .arrays import angle_gap
+from .initial_lines import line_pitch, peak_position
 from .model import to_region_frame
 
 #: Bins of the across profile, in H_cc (as engine.regions.text_scale).
@@ -158,7 +159,7 @@ def _from_neighbours(pitches: list[RowPitch], samples: np.ndarray, sample_region
         members = sample_region == r
         if p.source != "none" or not members.any():
             continue
-        turn = _angle_gap(angles, p.angle)
+        turn = angle_gap(angles, p.angle)
         near = [(float(np.hypot(*(centre[q.region] - centre[r]))), q) for q, t in zip(has, turn, strict=True)
                 if t <= NEIGHBOUR_ANGLE]
         if not near:

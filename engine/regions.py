@@ -20,6 +20,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from .arrays import angle_gap
 from .graph import triangle_edges
 from .initial_lines import _TARGET_HCC, PITCH_PER_LINE_HEIGHT, blob_elongation, line_pitch
 from .model import ComponentStats
@@ -276,7 +277,7 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
         for p in ids:
             members = idx[part[idx] == p]
             own_k = int(np.argmax(curves[p]))
-            gap = _angle_gap(_FINE_ANGLES[own_k], _FINE_ANGLES[main_k])
+            gap = angle_gap(_FINE_ANGLES[own_k], _FINE_ANGLES[main_k])
             # A few hundred samples are a few words, whose angle is reliable only when it is
             # far from the main text's (Arabic line ends rise by 20-40 deg: ahte pages).
             # (With Parameters.small_parts_frame, far_angle 0: a small part's angle is checked
@@ -382,7 +383,7 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
             part[idx] = next_part
             next_part += 1
             continue
-        diff = np.abs((angle[:, None] - np.asarray(modes)[None, :] + 90.0) % 180.0 - 90.0)
+        diff = angle_gap(angle[:, None], np.asarray(modes)[None, :])
         cell_part = np.argmin(diff, axis=1)
         # Cells without a clear angle (few samples, flat scores) take their nearest cell's part.
         weak = (strength <= 0) | (diff.min(axis=1) > SPLIT_ANGLE)
@@ -394,7 +395,7 @@ def orientation_parts(samples: np.ndarray, label: np.ndarray, stats: ComponentSt
         for b in np.unique(block_of[block_of >= 0]):
             # A block of words across the main text: the part of the mode along its words,
             # or one of its own when no mode is (its cells' windows saw the main text).
-            gaps = _angle_gap(np.asarray(modes, float), float(block_angle[b]))
+            gaps = angle_gap(np.asarray(modes, float), float(block_angle[b]))
             if len(gaps) and gaps.min() <= SPLIT_ANGLE / 2:
                 sample_part[block_of == b] = int(np.argmin(gaps))
             else:
@@ -474,7 +475,7 @@ def across_blocks(samples: np.ndarray, label: np.ndarray, edges: np.ndarray, sam
         members = np.flatnonzero(label == r)
         cell = np.floor((samples[members] - samples[members].min(axis=0)) / h).astype(np.int64)
         at = (cell[:, 1] + 1, cell[:, 0] + 1)  # one cell of zeros round the grid
-        gap = _angle_gap(sample_axis[members], main)
+        gap = angle_gap(sample_axis[members], main)
         votes_across = np.zeros((int(cell[:, 1].max()) + 3, int(cell[:, 0].max()) + 3))
         votes_along = np.zeros_like(votes_across)
         np.add.at(votes_across, at, gap >= ACROSS_ANGLE)
@@ -553,14 +554,11 @@ def _angle_modes(angle: np.ndarray, weight: np.ndarray, count: np.ndarray, min_c
     while allowed.any():
         k = int(np.flatnonzero(allowed)[np.argmax(hist[allowed])])
         mode = float(centre[k])
-        if count[ok & (_angle_gap(angle, mode) <= SPLIT_ANGLE / 2)].sum() < min_count:
+        if count[ok & (angle_gap(angle, mode) <= SPLIT_ANGLE / 2)].sum() < min_count:
             allowed[k] = False
             continue
         modes.append(mode)
-        allowed &= _angle_gap(centre, mode) > SPLIT_ANGLE
+        allowed &= angle_gap(centre, mode) > SPLIT_ANGLE
     return modes
 
 
-def _angle_gap(a: np.ndarray, b: float) -> np.ndarray:
-    """Difference of orientations (degrees, period 180) in [0, 90]."""
-    return np.abs((a - b + 90.0) % 180.0 - 90.0)

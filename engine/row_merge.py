@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .arrays import angle_difference, angle_gap
 from .model import LineSet, Preparation, to_region_frame
 from .params import Parameters
 from .pitch import NEIGHBOUR_ANGLE, ROW_PHASE, page_pitch, single_rows
@@ -103,7 +104,7 @@ def pair_geometry(ends: np.ndarray, deg: np.ndarray, i: np.ndarray, j: np.ndarra
     """Gap along the text (pixels; negative: overlap) and offset across it at the junction
     (the middle of the gap or overlap) of the lines ``i`` and ``j`` (end points ``ends``,
     directions ``deg`` on the page), in the frame of their mean direction."""
-    mean = np.radians(deg[i] + ((deg[j] - deg[i] + 90.0) % 180.0 - 90.0) / 2.0)
+    mean = np.radians(deg[i] + angle_difference(deg[j], deg[i]) / 2.0)
     c, s = np.cos(mean)[:, None], np.sin(mean)[:, None]
     ua, va = ends[i, :, 0] * c + ends[i, :, 1] * s, -ends[i, :, 0] * s + ends[i, :, 1] * c
     ub, vb = ends[j, :, 0] * c + ends[j, :, 1] * s, -ends[j, :, 0] * s + ends[j, :, 1] * c
@@ -141,7 +142,7 @@ def merge_across_regions(prep: Preparation, lines: LineSet, labels: np.ndarray, 
     # region can be told a single row (row_merge_pitchless).
     pitchless = params.row_merge_pitchless and measured and page_pitch(prep) is None
     i, j = np.triu_indices(n, k=1)
-    turn = np.abs((deg[i] - deg[j] + 90.0) % 180.0 - 90.0)
+    turn = angle_gap(deg[i], deg[j])
     pick = (lines.region[i] != lines.region[j]) & alive[i] & alive[j] & (turn <= ANGLE_TOLERANCE)
     if not pitchless:
         # Only fragments of single rows (as the row join: a block of rows and a fragment
