@@ -1,0 +1,112 @@
+"""Why ground-truth lines are missed: merged with others, or split among result lines.
+
+    .venv/bin/tlseg segment PAGES... -o OUT -j 2
+    .venv/bin/python bench/missed_lines.py OUT [--data ../shared/data] [--sets moc-train] [--pages]
+
+Reads each result (``OUT/<stem>.labels.png``) of the dev pages of ``--sets`` and scores it as
+``bench/run_bench.py`` does (the DIVA line evaluator's one-to-one match, threshold 0.75).
+Every ground-truth line is then one of:
+
+* ``ok``: its partner holds at least 75 % of it and is at least 75 % its pixels;
+* ``merged``: one result line holds at least 75 % of it, but that line also holds at least a
+  quarter of another ground-truth line (under-segmentation: too few lines, or a line across
+  two rows);
+* ``merged_other``: one result line holds at least 75 % of it, with no other ground-truth
+  line's quarter (the line's extra pixels are ink outside every ground-truth line);
+* ``split``: no result line holds 75 % of it (over-segmentation, or lines crossing it).
+
+Prints per set the count and median size (scored pixels) of each kind, and with ``--pages``
+per page. The result folder may hold other pages; those of ``--sets`` without a result are
+listed as missing and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.run_bench import DEFAULT_DATA, LINE_THRESHOLD, find_sets  # noqa: E402
+from bench.steering import ground_truth  # noqa: E402
+from engine import groundtruth  # noqa: E402
+from engine.metric import _greedy, _table  # noqa: E402
+
+KINDS = ("ok", "merged", "merged_other", "split")
+
+
+def classify(truth: np.ndarray, result: np.ndarray, scored: np.ndarray,
+             threshold: float = LINE_THRESHOLD) -> list[tuple[str, int]]:
+    """(kind, scored pixels) of each ground-truth line of one page (kinds as in the module
+    docstring)."""
+    t = _table(truth, result, scored)
+    gi, ri = t.pairs[:, 0], t.pairs[:, 1]
+    iu = t.inter / np.maximum(t.gt_size[gi] + t.pred_size[ri] - t.inter, 1)
+    chosen = _greedy(iu, t.pairs, t.inter > 0)
+    correct = {int(gi[c]) for c in chosen
+               if t.inter[c] >= threshold * t.pred_size[ri[c]] and t.inter[c] >= threshold * t.gt_size[gi[c]]}
+    # Ground-truth lines of which a result line holds at least a quarter, per result line.
+    holds = np.bincount(ri[t.inter >= 0.25 * t.gt_size[gi]], minlength=t.pred_size.size)
+    out = []
+    for g, size in enumerate(t.gt_size):
+        if g in correct:
+            out.append(("ok", int(size)))
+            continue
+        mine = gi == g
+        if not mine.any():
+            out.append(("split", int(size)))
+            continue
+        k = int(np.argmax(np.where(mine, t.inter, -1)))
+        if t.inter[k] < threshold * size:
+            out.append(("split", int(size)))
+        else:
+            out.append(("merged" if holds[ri[k]] >= 2 else "merged_other", int(size)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path, help="folder of tlseg outputs (<stem>.labels.png)")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--sets", default=None, help="comma-separated sets (default: all)")
+    ap.add_argument("--pages", action="store_true", help="also one line per page")
+    args = ap.parse_args(argv)
+    sets = find_sets(args.data, args.sets.split(",") if args.sets else None)
+    for name, pages in sets.items():
+        kinds: list[tuple[str, int]] = []
+        missing = []
+        for image, gt in pages:
+            labels = args.results / f"{image.stem}.labels.png"
+            if not labels.exists():
+                missing.append(image.stem)
+                continue
+            truth, scored = ground_truth(gt, image, None)
+            result = groundtruth.read_label_map(labels, truth.shape, what="result")
+            page = classify(truth, result, scored)
+            kinds += page
+            if args.pages:
+                c = Counter(k for k, _ in page)
+                print(f"  {image.stem}: " + ", ".join(f"{k} {c[k]}" for k in KINDS if c[k]))
+        if not kinds:
+            print(f"{name}: no results in {args.results}")
+            continue
+        sizes = np.array([s for _, s in kinds])
+        parts = []
+        for kind in KINDS:
+            s = sizes[[k == kind for k, _ in kinds]]
+            if len(s):
+                parts.append(f"{kind} {len(s)} (median {np.median(s):.0f} px)")
+        print(f"{name}: {len(kinds)} ground-truth lines of {len(pages) - len(missing)} pages: " + ", ".join(parts))
+        if missing:
+            print(f"  no result for {len(missing)} page(s): {', '.join(missing)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
