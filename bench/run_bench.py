@@ -27,8 +27,11 @@ import csv
 import datetime
 import json
 import multiprocessing
+import os
+import platform
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -249,6 +252,36 @@ def write_csv(path: Path, rows: list[dict[str, Any]], totals: list[dict[str, Any
             writer.writerow({k: _fmt(v) for k, v in t.items()})
 
 
+#: The libraries whose versions go into a run's environment record.
+LIBRARIES = ("numpy", "scipy", "scikit-image", "opencv-python-headless", "pillow", "lxml")
+
+
+def environment() -> dict[str, Any]:
+    """What a run's timings and memory depend on besides the code: the commit, Python and the
+    libraries' versions, the CPUs and the load (seconds per page moved by half between two
+    sessions of the same code, and OpenCV 5 adds 36 MB per process against 4.14)."""
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "modified": None if status is None else bool(status),
+            "python": platform.python_version(), "machine": platform.machine(),
+            "cpus": os.cpu_count(), "load_average": list(os.getloadavg()),
+            "libraries": {name: version(name) for name in LIBRARIES}}
+
+
 def _fmt(value: Any) -> Any:
     return f"{value:.4f}" if isinstance(value, float) else value
 
@@ -325,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run_bench: {sum(map(len, sets.values()))} pages in {', '.join(sets)}; jobs={args.jobs}; "
           f"parameters: {json.dumps(changed) if changed else 'defaults'}", file=sys.stderr)
 
+    env = {"started": environment()}
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tlgui-bench-") as scratch:
         tasks = [Task(name, str(image), str(gt), params.to_json(), scratch)
@@ -348,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     totals = [summarise(name, [r for r in rows if r["set"] == name]) for name in sets]
     totals.append(summarise("ALL", rows))
     write_csv(out, rows, totals)
+    env["finished_load_average"] = list(os.getloadavg())
+    env_path = out.with_name(out.stem + ".env.json")
+    env_path.write_text(json.dumps(env, indent=1) + "\n", encoding="utf-8")
     print(f"contest T_a = {T_A}, line threshold = {LINE_THRESHOLD}; seconds = load to labels written; "
           f"peak MB = max ru_maxrss of a page's process")
     print(format_table(totals))
@@ -358,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in failed:
         print(f"failed {r['set']}/{r['page']} (scored as an empty result):\n{r.get('traceback', r['error'])}",
               file=sys.stderr)
-    print(f"run_bench: wrote {out}", file=sys.stderr)
+    print(f"run_bench: wrote {out} and {env_path.name} (commit, library versions, load)", file=sys.stderr)
     return 1 if failed else 0
 
 
