@@ -4,7 +4,8 @@
     .venv/bin/python bench/missed_lines.py OUT [--data ../shared/data] [--sets moc-train] [--pages]
 
 Reads each result (``OUT/<stem>.labels.png``) of the dev pages of ``--sets`` and scores it as
-``bench/run_bench.py`` does (the DIVA line evaluator's one-to-one match, threshold 0.75).
+``bench/run_bench.py`` does (the DIVA line evaluator's one-to-one match, threshold 0.75,
+``engine.metric``'s own).
 Every ground-truth line is then one of:
 
 * ``ok``: its partner holds at least 75 % of it and is at least 75 % its pixels;
@@ -36,7 +37,7 @@ if str(REPO) not in sys.path:
 from bench.run_bench import DEFAULT_DATA, LINE_THRESHOLD, find_sets  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
 from engine import groundtruth  # noqa: E402
-from engine.metric import _greedy, _table  # noqa: E402
+from engine.metric import _line_matches, _table  # noqa: E402
 
 KINDS = ("ok", "merged", "merged_other", "split")
 
@@ -47,10 +48,8 @@ def classify(truth: np.ndarray, result: np.ndarray, scored: np.ndarray,
     docstring)."""
     t = _table(truth, result, scored)
     gi, ri = t.pairs[:, 0], t.pairs[:, 1]
-    iu = t.inter / np.maximum(t.gt_size[gi] + t.pred_size[ri] - t.inter, 1)
-    chosen = _greedy(iu, t.pairs, t.inter > 0)
-    correct = {int(gi[c]) for c in chosen
-               if t.inter[c] >= threshold * t.pred_size[ri[c]] and t.inter[c] >= threshold * t.gt_size[gi[c]]}
+    chosen, is_correct = _line_matches(t, threshold)
+    correct = {int(g) for g in gi[chosen[is_correct]]}
     # Ground-truth lines of which a result line holds at least a quarter, per result line.
     holds = np.bincount(ri[t.inter >= 0.25 * t.gt_size[gi]], minlength=t.pred_size.size)
     out = []

@@ -174,6 +174,19 @@ class LineScore:
         return self.tp / d if d else 1.0
 
 
+def _line_matches(t: _Table, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """The DIVA line evaluator's one-to-one match on a table: the chosen pairs (indices into
+    ``t.pairs``, best pixel IU first) and whether each is correct (pixel precision and recall
+    both >= ``threshold``)."""
+    gi, ri = t.pairs[:, 0], t.pairs[:, 1]
+    union = t.gt_size[gi] + t.pred_size[ri] - t.inter
+    chosen = _greedy(t.inter / np.maximum(union, 1), t.pairs, t.inter > 0)
+    inter = t.inter[chosen]
+    precision = inter / np.maximum(t.pred_size[ri[chosen]], 1)
+    recall = inter / np.maximum(t.gt_size[gi[chosen]], 1)
+    return chosen, (precision >= threshold) & (recall >= threshold)
+
+
 def line_metric(gt: np.ndarray, pred: np.ndarray, ink: np.ndarray | None = None,
                 threshold: float = 0.75) -> LineScore:
     """ICDAR 2017 line score (DIVA line evaluator) of ``pred`` against ``gt`` over ``ink``.
@@ -183,15 +196,9 @@ def line_metric(gt: np.ndarray, pred: np.ndarray, ink: np.ndarray | None = None,
     incorrect pair counts as one missed and one extra line.
     """
     t = _table(gt, pred, ink)
-    gi, ri = t.pairs[:, 0], t.pairs[:, 1]
-    union = t.gt_size[gi] + t.pred_size[ri] - t.inter
-    iu = t.inter / np.maximum(union, 1)
-    chosen = _greedy(iu, t.pairs, t.inter > 0)
-    inter = t.inter[chosen]
-    precision = inter / np.maximum(t.pred_size[ri[chosen]], 1)
-    recall = inter / np.maximum(t.gt_size[gi[chosen]], 1)
-    correct = int(np.count_nonzero((precision >= threshold) & (recall >= threshold)))
-    tp = int(inter.sum())
+    chosen, is_correct = _line_matches(t, threshold)
+    correct = int(np.count_nonzero(is_correct))
+    tp = int(t.inter[chosen].sum())
     n_gt, n_pred = int(t.gt_ids.size), int(t.pred_ids.size)
     return LineScore(n_gt=n_gt, n_pred=n_pred, correct=correct, missed=n_gt - correct,
                      extra=n_pred - correct, tp=tp, fp=int(t.pred_size.sum()) - tp,
