@@ -407,7 +407,7 @@ def test_a_second_sigterm_does_not_stop_a_workers_clean_up(tmp_path: Path, monke
         return real_unlink(self, *args, **kwargs)
 
     monkeypatch.setattr(batch, "_in_page", True)
-    monkeypatch.setattr(batch, "_terminating", False, raising=False)
+    monkeypatch.setattr(batch, "_terminating", False)
     previous = signal.signal(signal.SIGTERM, batch._on_sigterm)
     try:
         with pytest.raises(batch._Terminated):

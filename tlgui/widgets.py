@@ -37,7 +37,6 @@ class Banner(QWidget):
 
     def __init__(self, host: QWidget) -> None:
         super().__init__(host)
-        self.host = host
         host.installEventFilter(self)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 4, 8, 4)
@@ -67,12 +66,12 @@ class Banner(QWidget):
 
     def _place(self) -> None:
         """Across the host's top, as tall as the wrapped message needs."""
-        width = self.host.width()
+        width = self.parentWidget().width()
         height = self.heightForWidth(width) if self.hasHeightForWidth() else -1
         self.setGeometry(0, 0, width, height if height > 0 else self.sizeHint().height())
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.host and event.type() == QEvent.Type.Resize and self.isVisible():
+        if watched is self.parentWidget() and event.type() == QEvent.Type.Resize and self.isVisible():
             self._place()
         return False
 

@@ -112,7 +112,6 @@ class MainWindow(QMainWindow):
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(2)
         self.canvas = PageCanvas()
         self.canvas.setAcceptDrops(False)  # drops go to the window
         self.controls = RunControls()
