@@ -133,3 +133,21 @@ def test_an_anchored_line_keeps_the_components_on_it_only(given_v: float, stays:
     last = comp == comp.max()
     assert (out[last] == (1 if stays else 0)).all()
     assert (out[~last] == lab[~last]).all()
+
+
+def test_between_two_locked_lines_the_local_rows_move_nothing() -> None:
+    # Issue 24: both rows are locked (0 at v = 100, 1 at v = 200). EM gave row 1 a word at
+    # v = 145, off both locked lines and nearest row 0's local row: with row 0 free it goes
+    # there (test above, locked_v = 200); with row 0 locked too the user placed both rows and
+    # the E-step's choice stands. Row 0's own sagging words stay on it either way.
+    uv, comp, lab = _rows(_two_rows(145.0))
+    fixed = np.array([[0.0, 100.0], [0.0, 200.0]])
+    out = follow_local_rows(uv, comp, np.zeros(len(lab), bool), lab, 2, H_CC, W_CC, fixed)
+    assert (out == lab).all()
+    # Only the locked destination is ruled out: as an anchored line (not strict), row 0
+    # takes the word back from the locked row 1.
+    out = follow_local_rows(uv, comp, np.zeros(len(lab), bool), lab, 2, H_CC, W_CC, fixed,
+                            strict=np.array([False, True]))
+    last = comp == comp.max()
+    assert (out[last] == 0).all()
+    assert (out[~last] == lab[~last]).all()
