@@ -291,6 +291,25 @@ def test_a_locked_line_shifted_by_half_a_pitch_stays_where_the_user_put_it(prep_
         assert abs(last.lines.b[at] - shifted.b[k]) > pitch / 4.0
 
 
+def test_a_locked_line_keeps_its_prior_through_em(prep_whole, label_file):
+    # Issue 24: a locked line's place, spread and prior are the user's; the M-step learns the
+    # prior of the free lines only (a prior that follows the posterior moves the boundary
+    # between two locked rows towards the one with less ink, iteration after iteration).
+    gt = read_initial_lines(label_file, prep_whole, lock=True)
+    free = len(gt) // 2
+    lines = dataclasses.replace(gt, locked=np.arange(len(gt)) != free)
+    snaps = list(pipeline.run_em(prep_whole, lines))
+    assert len(snaps) >= 2
+    moved = False
+    for snap in snaps[1:]:
+        got = snap.lines
+        for k in np.flatnonzero(lines.locked):
+            at = np.flatnonzero((got.a == lines.a[k]) & (got.b == lines.b[k]) & (got.c == lines.c[k]))
+            assert len(at) == 1 and got.prior[at[0]] == lines.prior[k]
+        moved |= not np.isin(got.prior, lines.prior).all()
+    assert moved  # the free line's prior is learnt
+
+
 @pytest.mark.parametrize("lock", [True, False])
 def test_a_locked_line_is_never_removed_nor_merged(prep_whole, label_file, lock):
     gt = read_initial_lines(label_file, prep_whole, lock=lock)
