@@ -351,13 +351,15 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     owner = w > 0.5 * np.bincount(c_of, weights=w)[c_of]
     cand = owner & (d_own > _OFF_ROW * h_cc) & (support >= w)
     d_from = d_own
+    # The groups held by both rules: the locked lines (strict given groups).
+    held = np.zeros(n_groups, bool)
     if fixed is not None and np.isfinite(fixed[:, 0]).any():  # issue 24, see above
+        held = np.isfinite(fixed[:, 0]) if strict is None else np.isfinite(fixed[:, 0]) & strict
         a_fix, b_fix = fixed[g_of, 0], fixed[g_of, 1]
         with np.errstate(invalid="ignore"):
             d_locked = np.abs(cv - (a_fix * cu + b_fix))
         cand &= ~(d_locked <= _OFF_ROW * h_cc)  # NaN (a free group) compares False: unaffected
-        bounded = np.isfinite(d_locked) if strict is None else np.isfinite(d_locked) & strict[g_of]
-        d_from = np.where(bounded, np.fmin(d_own, d_locked), d_own)
+        d_from = np.where(held[g_of], np.fmin(d_own, d_locked), d_own)
     cand = np.flatnonzero(cand)
     if len(cand) == 0:
         return lab
@@ -369,9 +371,6 @@ def follow_local_rows(uv: np.ndarray, comp: np.ndarray, small: np.ndarray, lab: 
     # whose lines' axes sit high for their tall letters, marks between two rows went to the
     # row above; one-to-one matches ahte-train 430 -> 444, moc-train 683 -> 707, other sets
     # unchanged). A component leaves a locked line for a free line's local row only.
-    held = np.zeros(n_groups, bool)
-    if fixed is not None:
-        held = np.isfinite(fixed[:, 0]) if strict is None else np.isfinite(fixed[:, 0]) & strict
     from_held = held[g_of[cand]]
     for g in fitted:
         lo, hi = starts[g], starts[g + 1]
