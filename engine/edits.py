@@ -125,7 +125,8 @@ def _with_rows(lines: LineSet, rows: list[dict]) -> LineSet:
             else np.zeros(0) for name in LINE_FIELDS}
     return LineSet(cols["a"], cols["b"], cols["c"], cols["sigma_t"], cols["sigma_s"], cols["prior"],
                    cols["region"].astype(np.int32), cols["phi"], lines.rotation_invariant,
-                   cols["locked"].astype(bool), cols["anchored"].astype(bool), cols["chain"].astype(np.int32))
+                   cols["locked"].astype(bool), cols["anchored"].astype(bool), cols["chain"].astype(np.int32),
+                   cols["sigma_t_measured"].astype(bool))
 
 
 def _rows(lines: LineSet) -> list[dict]:
@@ -144,10 +145,11 @@ def given_sigma_s(prep: Preparation, length: float) -> float:
 def _placed(prep: Preparation, lines: LineSet, row: dict, segment: np.ndarray, region: int) -> dict:
     """``row`` moved onto ``segment`` in ``region``: a, b, c (and phi) from the segment;
     sigma_s from its length (:func:`given_sigma_s`) unless that is the row's own (4 sigma_s,
-    to 0.01 px)."""
+    to 0.01 px). Its sigma_t is kept but no longer counts as measured on its ink
+    (``LineSet.sigma_t_measured``): that ink was where the line was."""
     phi = float(prep.regions[region].phi) if prep.regions else float(row["phi"])
     a, b, c, length = segment_geometry(segment, phi, lines.rotation_invariant)
-    out = dict(row, a=a, b=b, c=c, region=region, phi=phi)
+    out = dict(row, a=a, b=b, c=c, region=region, phi=phi, sigma_t_measured=False)
     if abs(length - 4.0 * float(row["sigma_s"])) > 0.01:
         out["sigma_s"] = given_sigma_s(prep, length)
     return out

@@ -500,7 +500,7 @@ def _m_step(prep: Preparation, states: list[_Region], lines: LineSet, params: Pa
             st_[g], ss_[g], prior[g] = lines.sigma_t[g], lines.sigma_s[g], lines.prior[g]
     keep_anchored(a, b, st_, anchors, c, ss_, rot_inv)
     return LineSet(a, b, c, st_, ss_, prior, lines.region, lines.phi, rot_inv, lines.locked, lines.anchored,
-                   lines.chain)
+                   lines.chain, lines.sigma_t_measured)
 
 
 def dense_posterior(st: _Region) -> np.ndarray:

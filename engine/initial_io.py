@@ -135,12 +135,13 @@ def fill_missing_rows(prep: Preparation, lines: LineSet) -> LineSet:
 
 def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: np.ndarray,
                              locked: np.ndarray, anchored: np.ndarray | None = None,
-                             chain: np.ndarray | None = None) -> LineSet:
+                             chain: np.ndarray | None = None, measured: np.ndarray | None = None) -> LineSet:
     """Lines along page segments ``(L, 2, 2)``: each in the region most samples near its
     midpoint are in, with ``sigma_t`` ``(L,)`` (NaN: ``H_cc / 2``), ``sigma_s`` a quarter of
     the segment's length (so :meth:`LineSet.segments` gives the segment back), prior
     ``1 / (lines in its region)``, and ``locked``, ``anchored`` and ``chain`` ``(L,)`` (None:
-    none anchored, each line its own).
+    none anchored, each line its own); ``measured`` ``(L,)``: whether each ``sigma_t`` was
+    measured on the line's own ink (``LineSet.sigma_t_measured``; None: where it is finite).
 
     ``sigma_s`` has no floor in ``W_cc`` (the M-step's, for lines fitted to ink): the file
     or the user says how long the line is. Floored at ``W_cc``, a short line (a page number,
@@ -153,7 +154,9 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
     segments = np.asarray(segments, np.float64).reshape(-1, 2, 2)
     floor_t = line_floors(prep.stats, prep.params)[0]
     rows = {k: [] for k in ("a", "b", "c", "sigma_t", "sigma_s", "region", "phi")}
-    for seg, st in zip(segments, np.asarray(sigma_t, np.float64), strict=True):
+    sigma_t = np.asarray(sigma_t, np.float64)
+    measured = np.isfinite(sigma_t) if measured is None else np.asarray(measured, bool)
+    for seg, st in zip(segments, sigma_t, strict=True):
         region = edits.region_of(prep, seg.mean(axis=0))
         phi = float(prep.regions[region].phi)
         a, b, c, length = edits.segment_geometry(seg, phi, rot_inv)
@@ -165,7 +168,7 @@ def lines_from_page_segments(prep: Preparation, segments: np.ndarray, sigma_t: n
     counts = np.bincount(region, minlength=len(prep.regions)).astype(float)
     return LineSet(np.array(rows["a"]), np.array(rows["b"]), np.array(rows["c"]), np.array(rows["sigma_t"]),
                    np.array(rows["sigma_s"]), 1.0 / counts[region] if len(region) else np.zeros(0), region,
-                   np.array(rows["phi"]), rot_inv, np.asarray(locked, bool), anchored, chain)
+                   np.array(rows["phi"]), rot_inv, np.asarray(locked, bool), anchored, chain, measured)
 
 
 def pixel_axes(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -386,7 +389,7 @@ def _from_json(path: Path, prep: Preparation) -> LineSet:
         return lines  # this page's regions: the rows as they were, bit for bit
     # Another preparation's frames: each line keeps its segment on the page and its spread.
     return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked, lines.anchored,
-                                    lines.chain)
+                                    lines.chain, lines.sigma_t_measured)
 
 
 def _xml_root(path: Path) -> etree._Element:

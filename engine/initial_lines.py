@@ -897,7 +897,8 @@ def concat_lines(parts: list[LineSet], rotation_invariant: bool) -> LineSet:
         return LineSet.empty(rotation_invariant)
     cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
     return LineSet(cat("a"), cat("b"), cat("c"), cat("sigma_t"), cat("sigma_s"), cat("prior"),
-                   cat("region"), cat("phi"), rotation_invariant, cat("locked"), cat("anchored"), cat("chain"))
+                   cat("region"), cat("phi"), rotation_invariant, cat("locked"), cat("anchored"), cat("chain"),
+                   cat("sigma_t_measured"))
 
 
 def lines_from_segments(prep: Preparation, segments: np.ndarray,

@@ -40,9 +40,10 @@ class ComponentStats:
 
 #: The per-line arrays of a :class:`LineSet`, in its constructor's order (``rotation_invariant``
 #: sits between ``phi`` and ``locked``).
-LINE_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked", "anchored", "chain")
+LINE_FIELDS = ("a", "b", "c", "sigma_t", "sigma_s", "prior", "region", "phi", "locked", "anchored", "chain",
+               "sigma_t_measured")
 #: Its boolean fields (None in the constructor: all False).
-LINE_FLAGS = ("locked", "anchored")
+LINE_FLAGS = ("locked", "anchored", "sigma_t_measured")
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,11 @@ class LineSet:
     and left free: EM refines it within its row (``Parameters.anchor_reach``; None = none);
     ``chain``: int, the text line a given line is a piece of (lines with the same ``chain`` >= 0
     are straight pieces of one curved line a file gave, :func:`engine.initial_io.read_initial_lines`;
-    stage 8 joins their labels into one line); -1: a line of its own (None = all -1).
+    stage 8 joins their labels into one line); -1: a line of its own (None = all -1);
+    ``sigma_t_measured``: bool, the line's ``sigma_t`` was measured on its own ink where it
+    lies (a file's label or polygon, :mod:`engine.initial_io`), not guessed (a line drawn in
+    the window: its neighbours'; a baseline without a polygon: ``H_cc / 2``); stage 8 labels a
+    locked line with a measured spread as given (None = none measured).
     """
 
     a: np.ndarray
@@ -74,6 +79,7 @@ class LineSet:
     locked: np.ndarray | None = None
     anchored: np.ndarray | None = None
     chain: np.ndarray | None = None
+    sigma_t_measured: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.a)
@@ -97,22 +103,22 @@ class LineSet:
     @classmethod
     def empty(cls, rotation_invariant: bool = True) -> LineSet:
         z = np.zeros(0)
-        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant, np.zeros(0, bool),
-                   np.zeros(0, bool))
+        return cls(z, z, z, z, z, z, np.zeros(0, np.int32), z, rotation_invariant)
 
     def take(self, index: np.ndarray) -> LineSet:
         """The lines at ``index`` (indices or a boolean mask), in that order."""
         return LineSet(self.a[index], self.b[index], self.c[index], self.sigma_t[index],
                        self.sigma_s[index], self.prior[index], self.region[index],
                        self.phi[index], self.rotation_invariant, self.locked[index], self.anchored[index],
-                       self.chain[index])
+                       self.chain[index], self.sigma_t_measured[index])
 
     def with_rotation_invariant(self, rotation_invariant: bool) -> LineSet:
         """The same lines read with the other along-text coordinate (all fields kept)."""
         if rotation_invariant == self.rotation_invariant:
             return self
         return LineSet(self.a, self.b, self.c, self.sigma_t, self.sigma_s, self.prior, self.region,
-                       self.phi, rotation_invariant, self.locked, self.anchored, self.chain)
+                       self.phi, rotation_invariant, self.locked, self.anchored, self.chain,
+                       self.sigma_t_measured)
 
     def along(self, uv: np.ndarray) -> np.ndarray:
         """Along-text coordinate of region-frame points ``(n, 2)`` for every line: ``(n, L)``."""
@@ -160,6 +166,7 @@ class LineSet:
                  "prior": float(self.prior[i]), "region": int(self.region[i]),
                  "phi": float(self.phi[i]), "locked": bool(self.locked[i]),
                  "anchored": bool(self.anchored[i]), "chain": int(self.chain[i]),
+                 "sigma_t_measured": bool(self.sigma_t_measured[i]),
                  "segment": self.take([i]).segments()[0].round(2).tolist()}
                 for i in range(len(self))
             ],
@@ -175,7 +182,8 @@ class LineSet:
                    bool(data.get("rotation_invariant", True)),
                    np.array([bool(r.get("locked", False)) for r in rows], dtype=bool),
                    np.array([bool(r.get("anchored", False)) for r in rows], dtype=bool),
-                   np.array([int(r.get("chain", -1)) for r in rows], dtype=np.int32))
+                   np.array([int(r.get("chain", -1)) for r in rows], dtype=np.int32),
+                   np.array([bool(r.get("sigma_t_measured", False)) for r in rows], dtype=bool))
 
 
 @dataclass(frozen=True)

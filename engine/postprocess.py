@@ -1218,10 +1218,11 @@ def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, moments: n
     """Issue 24: the refit of stage 8 for the groups whose line keeps its place
     (``placed_of[g]``, its row in ``lines``, -1 for the others: a locked line, and with
     ``anchor_place`` an anchored one): the line's place and extent (a, b, c, sigma_s) as EM
-    left it; its spread across measured about it (kept when it has no sample), for a locked
-    line never narrower than the spread it was given (EM weighed it with that one all along);
-    ``moments`` ``(G, 6)`` and ``origin``: every group's, as
-    :func:`engine.regression.label_moments` gives.
+    left it; a locked line's spread across as given when it was measured on the line's own
+    ink (``LineSet.sigma_t_measured``: a file's label or polygon), else measured about the
+    line (kept when it has no sample), for a locked line never narrower than the spread it
+    was given (EM weighed it with that one all along); ``moments`` ``(G, 6)`` and
+    ``origin``: every group's, as :func:`engine.regression.label_moments` gives.
 
     The measured spread alone narrowed some locked lines below the spread the file measured
     on their own ink, and the labelling's profile then gave their outer ink away
@@ -1230,7 +1231,8 @@ def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, moments: n
     alone did better on a file's lines (ahte-train 92.8, moc-train 76.4) but worse where the
     spread given is a guess: lines drawn along the ground truth's rows in the window take
     their neighbours' sigma_t, and poilus AN_0232-0 fell from 19 to 17 of 19 lines, AD78_0018-0
-    from 13 to 12 of 15 (below the default run)."""
+    from 13 to 12 of 15 (below the default run). So the given spread alone holds where it
+    was measured, and the floor where it was guessed."""
     g = np.flatnonzero(placed_of >= 0)
     k = placed_of[g]
     a, b, c, st, ss = (np.array(x, dtype=np.float64) for x in fit[:5])
@@ -1238,6 +1240,7 @@ def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, moments: n
     spread = spread_about(moments, origin, lines.a[k], lines.b[k], rot_inv, floor_t)
     a[g], b[g], c[g], ss[g] = lines.a[k], lines.b[k], lines.c[k], lines.sigma_s[k]
     spread = np.where(lines.locked[k], np.maximum(spread, lines.sigma_t[k]), spread)
+    spread = np.where(lines.locked[k] & lines.sigma_t_measured[k], lines.sigma_t[k], spread)
     st[g] = np.where(moments[:, 0] >= 1.0, spread, lines.sigma_t[k])
     return LineFit(a, b, c, st, ss, fit.weight)
 
@@ -1355,9 +1358,13 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         remap = np.full(n_groups, -1, np.int64)
         remap[alive] = np.arange(int(alive.sum()))
         prior = fit.weight[alive] / max(fit.weight[alive].sum(), 1e-12)
+        # A locked line's spread stays the measured one it was given (_keep_placed).
+        measured = np.zeros(n_groups, bool)
+        placed = placed_of >= 0
+        measured[placed] = fixed[placed] & lines.sigma_t_measured[placed_of[placed]]
         part = LineSet(fit.a[alive], fit.b[alive], fit.c[alive], fit.sigma_t[alive], fit.sigma_s[alive],
                        prior, np.full(int(alive.sum()), r, np.int32), np.full(int(alive.sum()), region.phi),
-                       rot_inv, fixed[alive], given[alive] & ~fixed[alive], chain[alive])
+                       rot_inv, fixed[alive], given[alive] & ~fixed[alive], chain[alive], measured[alive])
         centre = {r: float(uv[:, 0].mean())}
         order = order_lines(part, centre)
         rank = np.empty_like(order)

@@ -218,7 +218,7 @@ def apply_roots(prep: Preparation, lines: LineSet, labels: np.ndarray, root: np.
             a[r], b[r], cc[r], st[r], ss[r] = fit.a[0], fit.b[0], fit.c[0], fit.sigma_t[0], fit.sigma_s[0]
         prior[r] = prior[root == r].sum()
     merged = LineSet(a, b, cc, st, ss, prior, lines.region, lines.phi, lines.rotation_invariant,
-                     lines.locked, lines.anchored, lines.chain)
+                     lines.locked, lines.anchored, lines.chain, lines.sigma_t_measured)
     keep = np.flatnonzero(root == np.arange(len(root)))
     centres = {}
     for reg in np.unique(lines.region[keep]):

@@ -247,16 +247,26 @@ def test_lock_changed_locks_drawn_and_moved_lines_only(prep):
 def test_ground_truth_lines_locked_give_fm_one(page, prep, prep_whole, label_file):
     lines = read_initial_lines(label_file, prep_whole, lock=True)
     assert len(lines) == page.n_lines and lines.locked.all()
+    # Each label's spread was measured on its own ink (LineSet.sigma_t_measured).
+    assert lines.sigma_t_measured.all()
     seg = labels_from(prep_whole, lines)
     assert contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm == 1.0
-    # The final lines are the locked ones, where they were put, their spread across never
-    # narrower than the one they were given (EM weighed them with it).
+    # The final lines are the locked ones, where they were put, with the spread across they
+    # were given (EM weighed them with it, and it was measured on their ink).
     assert seg.lines.locked.all() and len(seg.lines) == len(lines)
-    for name in ("a", "b", "c", "sigma_s"):
-        np.testing.assert_array_equal(np.sort(getattr(seg.lines, name)), np.sort(getattr(lines, name)))
+    assert seg.lines.sigma_t_measured.all()
     given = {(a, b, c): st for a, b, c, st in zip(lines.a, lines.b, lines.c, lines.sigma_t, strict=True)}
+    for name in ("a", "b", "c", "sigma_s", "sigma_t"):
+        np.testing.assert_array_equal(np.sort(getattr(seg.lines, name)), np.sort(getattr(lines, name)))
+    # The same lines with their spread a guess (drawn in the window): measured about each
+    # line, never narrower than the guess.
+    guessed = dataclasses.replace(lines, sigma_t_measured=np.zeros(len(lines), bool))
+    seg = labels_from(prep_whole, guessed)
+    assert contest_metric(page.labels, seg.labels, ink=page.labels > 0).fm == 1.0
+    assert not seg.lines.sigma_t_measured.any()
     for a, b, c, st in zip(seg.lines.a, seg.lines.b, seg.lines.c, seg.lines.sigma_t, strict=True):
         assert st >= given[(a, b, c)]
+    assert (seg.lines.sigma_t > np.array([given[k] for k in zip(seg.lines.a, seg.lines.b, seg.lines.c)])).any()
     # Cut into pieces (the default), the same: one line per text line, every pixel right.
     pieces = read_initial_lines(label_file, prep, lock=True)
     assert len(pieces) > page.n_lines and pieces.text_line_count() == page.n_lines
@@ -466,6 +476,9 @@ def test_initial_lines_read_from_files(page, prep, tmp_path, kind):
     lines = read_initial_lines(path, prep)
     assert not lines.locked.any()
     assert_on_the_ink_centres(page, prep, lines, tolerance)
+    # A label's or a polygon's spread is measured on its ink; a bare baseline's is a guess.
+    given = lines.sigma_t_measured[lines.anchored]
+    assert given.all() if kind != "page_baselines_only" else not given.any()
     if "baselines" in kind:  # the baselines themselves lie too far from the ink's centre
         with pytest.raises(AssertionError):
             straight = np.array([[b[0], b[-1]] for b in page.baselines])
@@ -755,6 +768,27 @@ def test_lineset_anchored_defaults_round_trips_and_survives_edits(prep):
     for row in old["lines"]:
         del row["anchored"]  # a JSON written before the anchors
     assert not LineSet.from_dict(old).anchored.any()
+
+
+def test_a_measured_spread_is_kept_through_json_and_dropped_by_a_move(prep):
+    lines = prep.initial_lines
+    assert not lines.sigma_t_measured.any()  # EM's initial guesses
+    measured = dataclasses.replace(lines, sigma_t_measured=np.ones(len(lines), bool))
+    assert edits.lines_equal(LineSet.from_dict(measured.to_dict()), measured)
+    old = measured.to_dict()
+    for row in old["lines"]:
+        del row["sigma_t_measured"]  # a JSON written before the flag
+    assert not LineSet.from_dict(old).sigma_t_measured.any()
+    # Moved, a line keeps its sigma_t, but that was measured where it was: no longer counts as
+    # measured. Moved back, the original row returns (the edit undone changes nothing).
+    seg = measured.segments()[1]
+    moved = edits.move_line(prep, measured, 1, seg + [0.0, 5.0])
+    assert moved.sigma_t[1] == measured.sigma_t[1]
+    assert moved.sigma_t_measured.tolist() == [k != 1 for k in range(len(lines))]
+    back = edits.restore_unchanged(measured, edits.move_line(prep, moved, 1, seg))
+    assert edits.lines_equal(back, measured)
+    drawn = edits.add_line(prep, measured, seg + [0.0, 9.0], locked=True)
+    assert not drawn.sigma_t_measured[-1] and drawn.sigma_t_measured[:-1].all()
 
 
 def test_keep_anchored_bounds_each_end_and_the_spread():

@@ -50,7 +50,7 @@ def fit_to(prep: Preparation, lines: LineSet) -> LineSet:
     if len(lines) == 0 or same_frames(prep, lines):
         return lines
     return lines_from_page_segments(prep, lines.segments(), lines.sigma_t, lines.locked, lines.anchored,
-                                    lines.chain)
+                                    lines.chain, lines.sigma_t_measured)
 
 
 def read_lines_file(path: str | Path, prep: Preparation, lock: bool = False) -> LineSet:
