@@ -248,6 +248,7 @@ def test_page_xml_lines_load_anchored_and_the_status_bar_says_so(qtbot: object, 
     window.set_edit_mode("select")
     window.editor.select(0)
     assert "anchored" not in window.statusBar().currentMessage()
+    assert "measured" not in window.statusBar().currentMessage()  # EM's initial guess
     xml = SAMPLE.with_suffix(".xml")
     window.load_initial_lines(str(xml))
     qtbot.waitUntil(lambda: not window.is_busy() and window.undo.undoText() == "load initial lines", timeout=30_000)
@@ -267,6 +268,11 @@ def test_page_xml_lines_load_anchored_and_the_status_bar_says_so(qtbot: object, 
     assert not window.canvas.initial_anchored.any()
     window.editor.select(0)
     assert window.statusBar().currentMessage().endswith("· locked")
+    # Their spreads were measured on the ink inside the file's polygons, and the status says so.
+    measured = window.edits.lines.sigma_t_measured
+    assert measured.any()
+    window.editor.select(int(np.flatnonzero(measured)[0]))
+    assert "px measured on its ink · locked" in window.statusBar().currentMessage()
 
 
 def test_the_canvas_draws_the_regions_the_run_works_on(qtbot: object, window: MainWindow, tmp_path: Path) -> None:

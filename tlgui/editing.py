@@ -189,9 +189,11 @@ class EditController(QObject):
             lines = self.model.lines
             # Anchored: a free line read from another tool's file, kept on its row by EM.
             locked = " · locked" if lines.locked[index] else " · anchored" if lines.anchored[index] else ""
+            # Measured: the spread a file's label or polygon gave, which a locked line keeps.
+            origin = " measured on its ink" if lines.sigma_t_measured[index] else ""
             self.status.emit(f"initial line {index}: ({x0:.0f}, {y0:.0f}) – ({x1:.0f}, {y1:.0f}), "
                              f"length {np.hypot(x1 - x0, y1 - y0):.0f} px, angle {angle:+.1f}°, "
-                             f"σt {self.model.lines.sigma_t[index]:.1f}{locked}", 8000)
+                             f"σt {lines.sigma_t[index]:.1f} px{origin}{locked}", 8000)
 
     def _on_editor_message(self, text: str) -> None:
         if text:
