@@ -13,11 +13,15 @@ On every dev page, one preparation (stages 1-6), then four runs of EM and stage 
 * (c) ``gt``: the ground truth's lines as initial lines (:func:`engine.initial_io.read_initial_lines`
   on the page's ground truth: XML baselines moved to the line's centre / polygon axes, or each
   label's axis of a label image), unlocked;
-* (d) ``gt_locked``: the same, locked.
+* (d) ``gt_locked``: the same, locked;
+* (e) ``drawn``: the ground truth's lines as a user draws them in the window: each line's
+  axis (the free read of (c), one straight segment per text line) added with
+  :func:`engine.edits.add_line` to an empty set, locked, its sigma_t its neighbours' (a
+  guess: no ink measured, ``LineSet.sigma_t_measured`` False), not cut into pieces.
 
 Scores as ``bench/run_bench.py`` (ICDAR FM at T_a 0.95, line IU at 0.75), per set, pooled over
 the four Latin/Arabic-main-text sets (poilus-dev, cremma20, kraken-sample, ahte-train) and over
-all; lists the pages where (c) or (d) scores below (a). Not timed (four runs per process).
+all; lists the pages where (c), (d) or (e) scores below (a). Not timed (four runs per process).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from engine.evaluate import _scores  # noqa: E402
 from engine.metric import combine, combine_lines  # noqa: E402
 from engine.params import ParameterError, Parameters  # noqa: E402
 
-VARIANTS = ("default", "noop", "gt", "gt_locked")
+VARIANTS = ("default", "noop", "gt", "gt_locked", "drawn")
 #: The sets whose pooled (d) should reach FM 0.90 / line IU 0.95 (moc-train: FM 0.70 alone).
 POOLED = ("poilus-dev", "cremma20", "kraken-sample", "ahte-train")
 
@@ -77,6 +81,19 @@ def noop_round_trip(prep: Any) -> Any:
         lines = edits.add_line(prep, lines, seg + [0.0, prep.stats.h_cc])
         lines = edits.delete_lines(lines, len(lines) - 1)
     return edits.restore_unchanged(original, lines)
+
+
+def drawn_lines(prep: Any, given: Any) -> Any:
+    """The lines ``given`` as a user draws them in the window: each one's segment added to
+    an empty set with :func:`engine.edits.add_line`, locked (as the window locks drawn
+    lines), in the order EM needs them."""
+    from engine import edits
+    from engine.model import LineSet
+
+    lines = LineSet.empty(prep.params.regression == "rotation_invariant")
+    for segment in given.segments():
+        lines = edits.add_line(prep, lines, segment, locked=True)
+    return edits.ordered(prep, lines)
 
 
 def ground_truth(gt: Path, image: Path, shape: tuple[int, int]) -> tuple[Any, Any]:
@@ -110,6 +127,8 @@ def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
         gt_lines = initial_io.read_initial_lines(gt, prep)
         starts["gt"] = gt_lines
         starts["gt_locked"] = initial_io.read_initial_lines(gt, prep, lock=True)
+        # The file's rows only (the free read also fills rows the file leaves out).
+        starts["drawn"] = drawn_lines(prep, gt_lines.take(np.flatnonzero(gt_lines.anchored)))
         row["gt_read"] = len(gt_lines)
         truth, scored = ground_truth(Path(gt), Path(image), prep.shape)
         labels = {}
@@ -141,8 +160,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, tuple[float, float, int]]:
 
 
 def format_table(groups: dict[str, list[dict[str, Any]]], markdown: bool) -> str:
-    head = ["set", "pages"] + [f"({k}) {v} FM / line IU %" for k, v in zip("abcd", VARIANTS, strict=True)]
-    head += ["(b) = (a)", "(c) >= (a)", "(d) >= (a)"]
+    head = ["set", "pages"] + [f"({k}) {v} FM / line IU %" for k, v in zip("abcde", VARIANTS, strict=True)]
+    head += ["(b) = (a)", "(c) >= (a)", "(d) >= (a)", "(e) >= (a)"]
     body = []
     for name, rows in groups.items():
         t = totals(rows)
@@ -150,8 +169,9 @@ def format_table(groups: dict[str, list[dict[str, Any]]], markdown: bool) -> str
         same = sum(r["noop_identical"] for r in ok)
         c_ok = sum(r["gt"][0].fm >= r["default"][0].fm for r in ok)
         d_ok = sum(r["gt_locked"][0].fm >= r["default"][0].fm for r in ok)
+        e_ok = sum(r["drawn"][0].fm >= r["default"][0].fm for r in ok)
         body.append([name, str(len(rows))] + [f"{100 * t[v][0]:.1f} / {100 * t[v][1]:.1f}" for v in VARIANTS]
-                    + [f"{same}/{len(ok)}", f"{c_ok}/{len(ok)}", f"{d_ok}/{len(ok)}"])
+                    + [f"{same}/{len(ok)}", f"{c_ok}/{len(ok)}", f"{d_ok}/{len(ok)}", f"{e_ok}/{len(ok)}"])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
         return "\n".join(lines + ["| " + " | ".join(b) + " |" for b in body])
@@ -230,12 +250,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{json.dumps(changed) if changed else 'defaults'}")
     print(format_table(groups, args.markdown))
     below = [r for r in rows if r["status"] == "ok"
-             and min(r["gt"][0].fm, r["gt_locked"][0].fm) < r["default"][0].fm]
-    print(f"\npages where (c) or (d) is below (a) by FM ({len(below)}):")
+             and min(r["gt"][0].fm, r["gt_locked"][0].fm, r["drawn"][0].fm) < r["default"][0].fm]
+    print(f"\npages where (c), (d) or (e) is below (a) by FM ({len(below)}):")
     for r in below:
         print(f"  {r['set']}/{r['page']}: (a) {100 * r['default'][0].fm:.1f}  (c) {100 * r['gt'][0].fm:.1f}  "
-              f"(d) {100 * r['gt_locked'][0].fm:.1f}  [N={r['default'][0].n}, GT lines read {r['gt_read']}, "
-              f"lines a/c/d {r['default_lines']}/{r['gt_lines']}/{r['gt_locked_lines']}]")
+              f"(d) {100 * r['gt_locked'][0].fm:.1f}  (e) {100 * r['drawn'][0].fm:.1f}  [N={r['default'][0].n}, "
+              f"GT lines read {r['gt_read']}, lines a/c/d/e {r['default_lines']}/{r['gt_lines']}/"
+              f"{r['gt_locked_lines']}/{r['drawn_lines']}]")
     failed = [r for r in rows if r["status"] != "ok"]
     for r in failed:
         print(f"failed {r['set']}/{r['page']}:\n{r.get('traceback', r['error'])}", file=sys.stderr)
