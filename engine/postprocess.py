@@ -1213,6 +1213,16 @@ def _drop_ownerless_lines(snapshot: Snapshot, keep: np.ndarray, labels: np.ndarr
     return keep, labels
 
 
+def _keeps_given_spread(lines: LineSet, placed_of: np.ndarray) -> np.ndarray:
+    """Per group of stage 8 (``placed_of[g]``: its placed line's row in ``lines``, -1 for
+    none): whether that line is locked with a spread measured on its own ink
+    (``LineSet.sigma_t_measured``), the spread :func:`_keep_placed` then keeps as given."""
+    out = np.zeros(len(placed_of), bool)
+    placed = placed_of >= 0
+    out[placed] = lines.locked[placed_of[placed]] & lines.sigma_t_measured[placed_of[placed]]
+    return out
+
+
 def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, moments: np.ndarray, origin: np.ndarray,
                  rot_inv: bool, floor_t: float) -> LineFit:
     """Issue 24: the refit of stage 8 for the groups whose line keeps its place
@@ -1240,7 +1250,7 @@ def _keep_placed(fit: LineFit, lines: LineSet, placed_of: np.ndarray, moments: n
     spread = spread_about(moments, origin, lines.a[k], lines.b[k], rot_inv, floor_t)
     a[g], b[g], c[g], ss[g] = lines.a[k], lines.b[k], lines.c[k], lines.sigma_s[k]
     spread = np.where(lines.locked[k], np.maximum(spread, lines.sigma_t[k]), spread)
-    spread = np.where(lines.locked[k] & lines.sigma_t_measured[k], lines.sigma_t[k], spread)
+    spread = np.where(_keeps_given_spread(lines, placed_of)[g], lines.sigma_t[k], spread)
     st[g] = np.where(moments[:, 0] >= 1.0, spread, lines.sigma_t[k])
     return LineFit(a, b, c, st, ss, fit.weight)
 
@@ -1359,9 +1369,7 @@ def consolidate_lines(prep: Preparation, snapshot: Snapshot, params: Parameters,
         remap[alive] = np.arange(int(alive.sum()))
         prior = fit.weight[alive] / max(fit.weight[alive].sum(), 1e-12)
         # A locked line's spread stays the measured one it was given (_keep_placed).
-        measured = np.zeros(n_groups, bool)
-        placed = placed_of >= 0
-        measured[placed] = fixed[placed] & lines.sigma_t_measured[placed_of[placed]]
+        measured = _keeps_given_spread(lines, placed_of)
         part = LineSet(fit.a[alive], fit.b[alive], fit.c[alive], fit.sigma_t[alive], fit.sigma_s[alive],
                        prior, np.full(int(alive.sum()), r, np.int32), np.full(int(alive.sum()), region.phi),
                        rot_inv, fixed[alive], given[alive] & ~fixed[alive], chain[alive], measured[alive])
