@@ -3,7 +3,7 @@
     python bench/steering.py [--data DIR] [--sets poilus-dev,...] [--limit N] [--jobs 1]
                              [--set NAME=VALUE ...] [--out CSV] [--markdown]
 
-On every dev page, one preparation (stages 1-6), then four runs of EM and stage 8 from it:
+On every dev page, one preparation (stages 1-6), then five runs of EM and stage 8 from it:
 
 * (a) ``default``: the prepared lines;
 * (b) ``noop``: the prepared lines through the window's edit representation and back: every
@@ -21,7 +21,7 @@ On every dev page, one preparation (stages 1-6), then four runs of EM and stage 
 
 Scores as ``bench/run_bench.py`` (ICDAR FM at T_a 0.95, line IU at 0.75), per set, pooled over
 the four Latin/Arabic-main-text sets (poilus-dev, cremma20, kraken-sample, ahte-train) and over
-all; lists the pages where (c), (d) or (e) scores below (a). Not timed (four runs per process).
+all; lists the pages where (c), (d) or (e) scores below (a). Not timed (five runs per process).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def ground_truth(gt: Path, image: Path, shape: tuple[int, int]) -> tuple[Any, An
 
 
 def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
-    """Prepare one page, run the four variants, score each; in a fresh process."""
+    """Prepare one page, run the five variants, score each; in a fresh process."""
     set_name, image, gt, params_json = task
     row: dict[str, Any] = {"set": set_name, "page": Path(image).stem, "status": "ok", "error": ""}
     try:
