@@ -323,6 +323,65 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
     return np.array([find(r) for r in range(n)])[region].astype(np.int32)
 
 
+#: A group of a block's samples stands apart as a block of its own from this many x
+#: ``min_region_samples`` samples: the size from which the orientation split tests a part
+#: rather than folding it (engine.regions.keep_distinct_parts: fewer are a few words).
+APART_SAMPLES = 3
+
+
+def split_apart_blocks(sample_region: np.ndarray, edges: np.ndarray, samples: np.ndarray, limit: float,
+                       min_samples: int) -> np.ndarray | None:
+    """Each sample's block ``(N,)`` with every block whose samples lie in groups further than
+    ``limit`` pixels apart (no sample of one within ``limit`` of the other's: stage 5's region
+    threshold, the distance that makes two text masses two regions) split into those groups,
+    or None when none is. ``edges`` ``(E, 2)`` also join samples (a row's words across a word
+    gap: :func:`engine.pitch.row_join_edges`). Groups of fewer than ``min_samples`` samples
+    stay with their block's largest group.
+
+    Joining touching blocks at one angle (:func:`merge_parallel_blocks`) and moving words at
+    a junction (:func:`refine_boundaries`) can leave a block whose parts no longer touch:
+    moc-train moc_train_20's notes at the top right and the column of notes below the main
+    text, one block at -88.8 deg, whose lines ran from one through the main text's rows to
+    the other; moc_train_16's two paragraphs above and below a column, one block at 0 deg."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from .graph import delaunay_triangles
+
+    n = len(sample_region)
+    if n == 0:
+        return None
+    n_blocks = int(sample_region.max()) + 1
+    pairs = [edges[sample_region[edges[:, 0]] == sample_region[edges[:, 1]]]] if len(edges) else []
+    for r in range(n_blocks):
+        idx = np.flatnonzero(sample_region == r)
+        if len(idx) < 2 * min_samples:
+            continue
+        # Single linkage at ``limit``: the minimum spanning tree is in the Delaunay graph, so
+        # its edges up to ``limit`` join exactly the samples that lie within it of each other.
+        tri = delaunay_triangles(samples[idx, :2])
+        if len(tri) == 0:
+            continue
+        e = triangle_edges(tri)
+        length = np.linalg.norm(samples[idx[e[:, 0]], :2] - samples[idx[e[:, 1]], :2], axis=1)
+        pairs.append(idx[e[length <= limit]])
+    joined = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
+    graph = coo_matrix((np.ones(len(joined)), (joined[:, 0], joined[:, 1])), shape=(n, n))
+    group = connected_components(graph, directed=False)[1]
+    out = sample_region.astype(np.int64)
+    next_block = n_blocks
+    split = False
+    for r in range(n_blocks):
+        idx = np.flatnonzero(sample_region == r)
+        ids, sizes = np.unique(group[idx], return_counts=True)
+        apart = ids[(sizes >= min_samples) & (ids != ids[np.argmax(sizes)])]
+        for g in apart:
+            out[idx[group[idx] == g]] = next_block
+            next_block += 1
+            split = True
+    return out if split else None
+
+
 def renumber_blocks(sample_region: np.ndarray, refined: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Each sample's block ``refined (N,)`` renumbered 0..R-1 in raster order of the blocks'
     first samples (as stage 5 numbers regions; a block may have lost every sample), with each

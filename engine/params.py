@@ -243,6 +243,18 @@ class Parameters:
     #: between blocks at different angles comes from windows of 8 text heights, and near a
     #: junction it gave a side note's corner to the main text. Not in the paper.
     block_boundaries: bool = True
+    #: With block_boundaries: a block whose samples lie in groups further apart than the
+    #: region threshold (no sample of one within region_threshold x H_cc of the other), each
+    #: of at least 3 x min_region_samples samples, is split into those groups, each a block
+    #: with the frame it had (engine.blocks.split_apart_blocks): joining touching blocks at
+    #: one angle and moving words at junctions had left blocks in parts that no longer touch,
+    #: and their lines ran from one part through another block's rows to the other (moc-train
+    #: moc_train_20, moc_train_16). bench/run_bench.py, FM / line IU %, seed 0: moc-train
+    #: 32.8 / 48.1 -> 33.4 / 48.2 (289 -> 294 matches), poilus-dev 68.7 / 81.1 either way (286
+    #: -> 287), ahte-train, cremma20 and kraken-sample unchanged; seed 1: moc-train 30.6 / 45.6
+    #: -> 31.4 / 46.6 (266 -> 272), poilus-dev 67.9 / 79.2 -> 67.3 / 78.7 (281 -> 279:
+    #: AD78_0064-0, a page annotated in part), the others unchanged. Not in the paper.
+    split_apart_blocks: bool = True
     #: A small part of a region (under 16 x min_region_samples samples) split off at another
     #: text angle stands apart when its line contrast says so (as a large part does) and its
     #: frame then comes out at that angle (within SPLIT_ANGLE, not at the orientation range's
@@ -664,8 +676,8 @@ class Parameters:
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
                      "overlap_valleys", "pitch_line_height", "raster_along_mean", "mp_warm_start",
                      "linked_neighbours",
-                     "block_boundaries", "small_parts_frame", "mixed_parts_frame", "cleanup_posterior_prior",
-                     "page_moments", "frame_lines", "row_merge_pitchless"):
+                     "block_boundaries", "split_apart_blocks", "small_parts_frame", "mixed_parts_frame",
+                     "cleanup_posterior_prior", "page_moments", "frame_lines", "row_merge_pitchless"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
         try:
@@ -780,8 +792,8 @@ PREPARATION_FIELDS = frozenset({
     "diacritic_height", "diacritic_fraction", "blob_threshold", "weak_line_level", "row_fill", "merge_initial_lines",
     "orientation_score", "remove_diacritic_lines", "overlap_valleys", "pitch_line_height",
     # EM's first step (merge_initial_lines) reads it.
-    "linked_neighbours", "block_boundaries", "small_parts_frame", "mixed_parts_frame", "cleanup_posterior_prior",
-    "oriented_blobs",
+    "linked_neighbours", "block_boundaries", "split_apart_blocks", "small_parts_frame", "mixed_parts_frame",
+    "cleanup_posterior_prior", "oriented_blobs",
     "steep_evidence", "frame_lines",
 })
 
@@ -904,6 +916,9 @@ PAPER: dict[str, PaperValue] = {
     "block_boundaries": PaperValue(False, "absent (§4.1: regions only)",
                                    "a side note's corner stayed with the main text, whose line bent "
                                    "across the boundary to reach it."),
+    "split_apart_blocks": PaperValue(False, "absent (§4.1: regions only)",
+                                     "two blocks of notes at one angle with the main text between them "
+                                     "were one block, and its lines crossed the main text's rows."),
     "small_parts_frame": PaperValue(False, "absent (§4.1: regions only)",
                                     "side notes of a few hundred samples at 25-43 deg from the main text "
                                     "were folded into it, their lines fitted at its angle."),

@@ -147,6 +147,14 @@ def prepare(page: Page | np.ndarray | str | Path, params: Parameters | None = No
                                             lines, regions, stats, params)
         if refined is not None:
             sample_region, lines, regions = _blocks.refit_blocks(sample_region, refined, lines, regions, fit)
+        if params.split_apart_blocks:
+            # A block whose parts no longer touch after those joins and moves is two blocks:
+            # its lines would run from one through another block's rows to the other. The
+            # region graph's edges (row joins across word gaps included) hold a row together.
+            apart = _blocks.split_apart_blocks(sample_region, edges, samples, _regions.region_threshold(stats, params),
+                                               _blocks.APART_SAMPLES * params.min_region_samples)
+            if apart is not None:
+                sample_region, lines, regions = _blocks.refit_blocks(sample_region, apart, lines, regions, fit)
         edges = kept[sample_region[kept[:, 0]] == sample_region[kept[:, 1]]]
     tick("initial_lines")
     row_pitch = _pitch.region_pitches(samples, sample_region, np.array([r.phi for r in regions]), stats.h_cc)

@@ -62,15 +62,69 @@ def test_side_note_keeps_its_own_lines(seed: int) -> None:
     assert any(abs(a) <= 3.0 for a in angles), angles
 
 
-@pytest.mark.parametrize("switched_off", ["steep_regions", "linked_neighbours", "block_boundaries"])
-def test_each_mechanism_is_needed(switched_off: str) -> None:
-    """Without the orientation split the note's lines are fitted at 0 deg; without linked
-    neighbours the upper paragraph's last line measures its interline space to the lower
-    paragraph (through the note), and its plateau takes the rows above it; without the
-    boundary refinement the note's corner stays with the paragraph, whose last line bends
-    into it."""
-    fm, crossing, _ = _run(0, Parameters().replace(**{switched_off: False}))
+@pytest.mark.parametrize("switched_off", [("steep_regions",), ("linked_neighbours", "split_apart_blocks"),
+                                          ("block_boundaries",)])
+def test_each_mechanism_is_needed(switched_off: tuple[str, ...]) -> None:
+    """Without the orientation split the note's lines are fitted at 0 deg; with the two
+    paragraphs one block (split_apart_blocks off) and without linked neighbours, the upper
+    paragraph's last line measures its interline space to the lower paragraph (through the
+    note), and its plateau takes the rows above it; without the boundary refinement the
+    note's corner stays with the paragraph, whose last line bends into it."""
+    fm, crossing, _ = _run(0, Parameters().replace(**{name: False for name in switched_off}))
     assert fm < 0.9 or crossing > 0, (switched_off, fm, crossing)
+
+
+def _paragraphs_of_regions(params: Parameters) -> list[set[int]]:
+    """For each region of the side-note page (seed 0), the blocks (0, 1, 2) its samples lie
+    on (the ground truth's line under each sample)."""
+    page, block_of_line = _page(0)
+    prep = prepare(page.image, params)
+    xy = np.rint(prep.samples[:, :2]).astype(int)
+    line = page.labels[xy[:, 1], xy[:, 0]]
+    on_line = line > 0
+    block = block_of_line[line[on_line] - 1]
+    region = prep.sample_region[on_line]
+    return [set(np.unique(block[region == r]).tolist()) for r in range(len(prep.regions))]
+
+
+def test_paragraphs_apart_are_blocks_of_their_own() -> None:
+    """The two paragraphs, joined only through the note, are one block at 0 deg once the
+    note stands apart (merge_parallel_blocks joins touching blocks at one angle, and the
+    paragraphs touch the note only); with split_apart_blocks each is a block of its own, and
+    the page's result is right without linked neighbours."""
+    together = _paragraphs_of_regions(Parameters(split_apart_blocks=False))
+    assert any({0, 2} <= blocks_of for blocks_of in together), together
+    apart = _paragraphs_of_regions(Parameters())
+    assert not any({0, 2} <= blocks_of for blocks_of in apart), apart
+    assert any(0 in blocks_of for blocks_of in apart) and any(2 in blocks_of for blocks_of in apart), apart
+    fm, crossing, _ = _run(0, Parameters(linked_neighbours=False))
+    assert fm >= 0.95 and crossing == 0, (fm, crossing)
+
+
+def test_split_apart_blocks_groups() -> None:
+    """Groups of a block further apart than the limit split; groups closer, groups joined by
+    a given edge (a row across a word gap) and small groups stay."""
+    rng = np.random.default_rng(0)
+
+    def grid(x0: float, y0: float, n: int = 10) -> np.ndarray:
+        g = np.stack(np.meshgrid(np.arange(n), np.arange(n)), -1).reshape(-1, 2) * 10.0
+        return g + [x0, y0] + rng.uniform(-1, 1, g.shape)
+
+    a, b, c = grid(0, 0), grid(0, 300), grid(0, 600, 5)  # 100, 100 and 25 samples
+    samples = np.concatenate([a, b, c])
+    region = np.zeros(len(samples), np.int32)
+    none = np.zeros((0, 2), np.int64)
+    out = blocks.split_apart_blocks(region, none, samples, 50.0, 50)
+    assert out is not None
+    assert len(np.unique(out[:100])) == 1 and len(np.unique(out[100:200])) == 1
+    assert out[0] != out[100]
+    assert np.all(out[200:] == out[0])  # 25 samples: fewer than the minimum, with the largest
+    assert blocks.split_apart_blocks(region, none, samples, 250.0, 50) is None  # within the limit
+    bridge = np.array([[99, 100]])  # an edge of the region graph joins the two groups
+    assert blocks.split_apart_blocks(region, bridge, samples, 50.0, 50) is None
+    other = region.copy()
+    other[100:] = 1  # the groups in different blocks: nothing to split
+    assert blocks.split_apart_blocks(other, none, samples, 50.0, 50) is None
 
 
 def test_linked_lines_and_interline_space() -> None:

@@ -77,6 +77,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "multi_oriented": (False, "§5.1: alpha in [-40, 40] degrees"),
     "steep_regions": (False, "§5.1: alpha in [-40, 40] degrees"),
     "block_boundaries": (False, "absent (§4.1: regions only)"),
+    "split_apart_blocks": (False, "absent (§4.1: regions only)"),
     "small_parts_frame": (False, "absent (§4.1: regions only)"),
     "mixed_parts_frame": (False, "absent (§4.1: regions only)"),
     "cleanup_posterior_prior": (False, "absent (§4.1: EM starts from the blob lines)"),
