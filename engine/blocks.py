@@ -352,10 +352,22 @@ def split_apart_blocks(sample_region: np.ndarray, edges: np.ndarray, samples: np
     if n == 0:
         return None
     n_blocks = int(sample_region.max()) + 1
-    pairs = [edges[sample_region[edges[:, 0]] == sample_region[edges[:, 1]]]] if len(edges) else []
+    given = np.zeros((0, 2), np.int64)
+    if len(edges):
+        given = edges[sample_region[edges[:, 0]] == sample_region[edges[:, 1]]]
+
+    def groups(pairs: np.ndarray) -> np.ndarray:
+        graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+        return connected_components(graph, directed=False)[1]
+
+    # The edges alone join parts of the groups; where all but a block's largest part hold
+    # fewer than min_samples samples, no group can stand apart, and the block's own
+    # triangulation (0.4 s on 99k samples) is not needed.
+    part = groups(given)
+    pairs = [given]
     for r in range(n_blocks):
         idx = np.flatnonzero(sample_region == r)
-        if len(idx) < 2 * min_samples:
+        if len(idx) < 2 * min_samples or len(idx) - np.bincount(part[idx]).max() < min_samples:
             continue
         # Single linkage at ``limit``: the minimum spanning tree is in the Delaunay graph, so
         # its edges up to ``limit`` join exactly the samples that lie within it of each other.
@@ -365,9 +377,7 @@ def split_apart_blocks(sample_region: np.ndarray, edges: np.ndarray, samples: np
         e = triangle_edges(tri)
         length = np.linalg.norm(samples[idx[e[:, 0]], :2] - samples[idx[e[:, 1]], :2], axis=1)
         pairs.append(idx[e[length <= limit]])
-    joined = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
-    graph = coo_matrix((np.ones(len(joined)), (joined[:, 0], joined[:, 1])), shape=(n, n))
-    group = connected_components(graph, directed=False)[1]
+    group = groups(np.concatenate(pairs)) if len(pairs) > 1 else part
     out = sample_region.astype(np.int64)
     next_block = n_blocks
     split = False
