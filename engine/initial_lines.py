@@ -338,9 +338,12 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
     max_block = max(1, int(scale / scale_u))
     cache: dict = {}
 
-    def score(deg: float) -> float:
+    def ink_profile(deg: float) -> np.ndarray:
         cells = merged_cells(small, bbox, deg, max_block, cache)
-        profile = across_profile(cells, math.radians(deg), bbox, scale, scale_u, sig_along, size_along)
+        return across_profile(cells, math.radians(deg), bbox, scale, scale_u, sig_along, size_along)
+
+    def score(deg: float) -> float:
+        profile = ink_profile(deg)
         if params.orientation_score == "sharpness":
             # The projection profile of the filtered image: blurred across as well.
             return profile_sharpness(across_blur(profile, sig_across, size_across)[:, None])
@@ -368,8 +371,10 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
                 fine_scores = [score(deg) for deg in fine]
                 steep_deg = float(fine[int(np.argmax(fine_scores))])
                 steep_score = float(max(fine_scores))
+            rows = ink_profile(steep_deg) if params.steep_period == "ink" else None
             if params.steep_evidence <= 0 or page_deg is None or steep_supported(
-                    angles, scores, inside, steep_deg, steep_score, points, stats, params.steep_evidence):
+                    angles, scores, inside, steep_deg, steep_score, points, stats, params.steep_evidence,
+                    rows, stats.h_cc * scale):
                 best = float(angles[k])
                 lo, hi = -90.0, 90.0
             else:
@@ -406,15 +411,18 @@ STEEP_MIN_ROWS = 2.0
 
 
 def steep_supported(angles: np.ndarray, scores: np.ndarray, inside: np.ndarray, deg: float,
-                    score: float, points: np.ndarray | None, stats: ComponentStats, ratio: float) -> bool:
+                    score: float, points: np.ndarray | None, stats: ComponentStats, ratio: float,
+                    rows: np.ndarray | None = None, cells_per_hcc: float = 1.0) -> bool:
     """Whether a region's ink supports the steep angle ``deg`` (degrees, outside the range,
     where its line contrast is ``score``; ``scores`` the contrast at every one of ``angles``,
     ``inside`` the range's angles): its contrast there is at least ``ratio`` times the best at
     the range's angles
     ``STEEP_SPLIT_ANGLE`` or more away (the text at another orientation than the range
-    allows shows its rows there and nowhere near the range), or the region's samples
-    ``points (n, 2)`` have a row period across the text at that angle
-    (:func:`engine.pitch.across_pitch`) and span at least ``STEEP_MIN_ROWS`` periods.
+    allows shows its rows there and nowhere near the range), or its rows show a period
+    across the text at that angle, over at least ``STEEP_MIN_ROWS`` periods: read from
+    ``rows``, the region's ink profile across the text at that angle (cells of
+    ``1 / cells_per_hcc`` H_cc, :func:`across_profile`; ``Parameters.steep_period`` "ink"),
+    else from its samples ``points (n, 2)`` (:func:`engine.pitch.across_pitch`).
 
     What it rejects: one row of large slanted cursive whose H_cc is a third of its letters'
     height (poilus AN_0121-2, H_cc 13 px from the card's perforated edge). The row's profile
@@ -426,6 +434,13 @@ def steep_supported(angles: np.ndarray, scores: np.ndarray, inside: np.ndarray, 
     reference = float(scores[far].max()) if far.any() else 0.0
     if score >= ratio * reference:
         return True
+    if rows is not None:
+        # The region's ink profile across the text at that angle (``rows``, cells of
+        # 1 / cells_per_hcc H_cc): every pixel of its components, not the samples drawn from
+        # them, so that the answer does not change with the draw.
+        lag = line_pitch(rows, _MIN_PITCH_HCC * cells_per_hcc, 20.0 * cells_per_hcc)
+        inked = np.flatnonzero(rows > 1e-9 * max(float(rows.max()), 1e-300))
+        return bool(math.isfinite(lag) and len(inked) and inked[-1] - inked[0] + 1 >= STEEP_MIN_ROWS * lag)
     if points is None or len(points) < 8:
         return False
     from .pitch import across_pitch  # pitch imports this module

@@ -30,6 +30,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "line_prior_rule": LINE_PRIOR_RULES, "prior_scope": PRIOR_SCOPES,
     "orientation_score": ORIENTATION_SCORES, "final_labelling": FINAL_LABELLINGS,
     "split_nearest": SPLIT_NEAREST,
+    "steep_period": ("ink", "samples"),
     "preset_name": PRESETS,
 }
 
@@ -218,18 +219,29 @@ class Parameters:
     #: With steep_regions, a region takes an angle outside orientation_min...max only when its
     #: ink supplies evidence for it: its line contrast there is at least this many times the
     #: best it shows at any angle of the range SPLIT_ANGLE (20 deg) or more away, or its
-    #: samples' profile across the text has a row period there (engine.pitch.across_pitch)
-    #: spanning two rows or more. Otherwise it keeps the page's direction (the mode of its long
-    #: words' axes, engine.regions.component_axes): the best angle within 10 deg of it
-    #: (engine.initial_lines.best_orientation). Bilevel pages have no word axes, hence no
-    #: direction to fall back on, and are not tested. Without it, a word of large slanted
-    #: cursive whose H_cc came out at a third of its letters' height (poilus AN_0121-2: 13 px
-    #: from a perforated edge) scored best across its downstrokes and took their angle:
-    #: regions at -64, 81, -90, -71, -58, -53 deg on three horizontal rows.
-    #: 0 = off (any better score wins). Not in the paper (its range is -40...40). At 3:
-    #: poilus-dev FM / line IU 67.0 / 78.6 -> 69.7 / 80.5 %, 445 -> 432 lines; ahte-train,
-    #: cremma20, kraken-sample, moc-train unchanged (docs/history.md, 2026-11-27).
+    #: profile across the text has a row period there spanning two rows or more
+    #: (steep_period: the profile of its ink or of its samples). Otherwise it keeps the
+    #: page's direction (the mode of its long words' axes, engine.regions.component_axes):
+    #: the best angle within 10 deg of it (engine.initial_lines.best_orientation). Bilevel
+    #: pages have no word axes, hence no direction to fall back on, and are not tested.
+    #: Without it, a word of large slanted cursive whose H_cc came out at a third of its
+    #: letters' height (poilus AN_0121-2: 13 px from a perforated edge) scored best across its
+    #: downstrokes and took their angle: regions at -64, 81, -90, -71, -58, -53 deg on three
+    #: horizontal rows. 0 = off (any better score wins). Not in the paper (its range is
+    #: -40...40). At 3: poilus-dev FM / line IU 67.0 / 78.6 -> 69.7 / 80.5 %, 445 -> 432
+    #: lines; ahte-train, cremma20, kraken-sample, moc-train unchanged (docs/history.md,
+    #: 2026-11-27). The contrast ratios of the dev pages' candidates run without a gap
+    #: (bench/steep_margins.py): highest rejected 2.99 / 2.89, lowest accepted 3.31 / 3.04 at
+    #: seeds 0 / 1.
     steep_evidence: float = 3.0
+    #: Where steep_evidence looks for the row period: "ink", the profile across the text of
+    #: every pixel of the region's components at that angle (the raster its frame is scored
+    #: on, engine.initial_lines.best_orientation); "samples", the profile of the samples drawn
+    #: from them (before session 54), which changes with the draw. On the dev pages the two
+    #: differ on one candidate at seeds 0 and 1 (bench/steep_margins.py): poilus AD78_0018-0 at
+    #: seed 1, 542 samples whose profile showed a period at -48.75 deg (contrast ratio 2.2),
+    #: the ink none: one extra line fewer; every other page scores the same.
+    steep_period: str = "ink"
     #: A line runs at most SPLIT_ANGLE (20 deg, where stage 5 cuts a region in two blocks)
     #: from its region's frame: a steeper initial fit or M-step regression is turned to that
     #: angle (engine.regression.fit_from_moments). A steeper direction is another block's; a
@@ -794,7 +806,7 @@ PREPARATION_FIELDS = frozenset({
     # EM's first step (merge_initial_lines) reads it.
     "linked_neighbours", "block_boundaries", "split_apart_blocks", "small_parts_frame", "mixed_parts_frame",
     "cleanup_posterior_prior", "oriented_blobs",
-    "steep_evidence", "frame_lines",
+    "steep_evidence", "steep_period", "frame_lines",
 })
 
 

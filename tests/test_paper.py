@@ -82,6 +82,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "mixed_parts_frame": (False, "absent (§4.1: regions only)"),
     "cleanup_posterior_prior": (False, "absent (§4.1: EM starts from the blob lines)"),
     "steep_evidence": (0.0, "absent (§5.1: alpha in [-40, 40] degrees, no steep angle to test)"),
+    "steep_period": NotInPaper("the paper has no steep angle to test (steep_evidence is off)"),
     "frame_lines": (False, "§4.1 / eq. update1: a least-squares line per blob, then per line, free"),
     "oriented_blobs": (0, "§4.1: the bank's orientation whose projection profile is sharpest, "
                           "one per region"),

@@ -85,3 +85,57 @@ def test_frame_lines_turns_a_steep_fit_to_the_limit() -> None:
     assert math.degrees(math.atan(free.a[0])) == pytest.approx(45.0)
     assert math.degrees(math.atan(framed.a[0])) == pytest.approx(20.0)
     assert not Parameters().frame_lines and Parameters(frame_lines=True).frame_lines
+
+
+def _steep_rows(deg: float = -60.0, n_rows: int = 5, size: int = 400, h_cc: float = 8.0) -> np.ndarray:
+    """A region's ink raster (scale 1 at H_cc 8): ``n_rows`` rows of words at ``deg``, 3 H_cc
+    apart."""
+    import cv2
+
+    ink = np.zeros((size, size), np.uint8)
+    th = math.radians(deg)
+    along, across = np.array([math.cos(th), math.sin(th)]), np.array([-math.sin(th), math.cos(th)])
+    centre = np.array([size / 2.0, size / 2.0])
+    for r in range(n_rows):
+        row = centre + (r - (n_rows - 1) / 2.0) * 3.0 * h_cc * across
+        for s in np.arange(-150.0, 150.0, 40.0):  # words of 28 px, gaps of 12
+            p, q = (tuple(int(round(c)) for c in row + t * along) for t in (s, s + 28.0))
+            cv2.line(ink, p, q, 1, int(h_cc))
+    return ink.astype(np.float32)
+
+
+def test_steep_rows_are_read_from_the_ink_not_the_draw() -> None:
+    """``steep_period="ink"``: the row period that supports a steep angle is read from every
+    pixel of the region's ink, so it does not depend on which samples were drawn. Five rows of
+    words at -60 deg, the contrast test out of reach (steep_evidence 100): the ink shows their
+    period and the region takes -60 deg whatever the samples; read from samples that all lie
+    on one row (a sparse draw), there is no period and the region keeps the page's direction."""
+    from engine.initial_lines import best_orientation
+
+    ink = _steep_rows()
+    stats = ComponentStats(h_cc=8.0, w_cc=8.0, n_components=40)
+    th = math.radians(-60.0)
+    one_row = np.array([[200.0 + t * math.cos(th), 200.0 + t * math.sin(th)] for t in np.linspace(-140, 140, 60)])
+
+    def frame(period: str, points: np.ndarray | None) -> float:
+        params = Parameters(steep_evidence=100.0, steep_period=period)
+        return math.degrees(best_orientation(ink, (0, 0, 400, 400), stats, params, None, points, 0.0))
+
+    for points in (None, one_row):
+        assert frame("ink", points) == pytest.approx(-60.0, abs=1.5)
+    assert abs(frame("samples", one_row)) <= 10.0 + 1e-9  # the page's direction (0 deg)
+    assert Parameters().steep_period == "ink"
+
+
+def test_steep_supported_reads_the_ink_profile() -> None:
+    """A profile across the text with rows 24 cells apart over five rows is evidence; one row is
+    not, whatever the samples show."""
+    angles = np.arange(-90.0, 90.0, 2.5)
+    inside = np.abs(angles) <= 40.0
+    scores = np.full(len(angles), 0.05)
+    stats = ComponentStats(h_cc=8.0, w_cc=8.0, n_components=1)
+    x = np.arange(130.0)
+    rows = np.exp(-0.5 * ((x[:, None] - (15.0 + 24.0 * np.arange(5))) / 3.0) ** 2).sum(axis=1)
+    one = np.exp(-0.5 * ((x - 60.0) / 3.0) ** 2)
+    assert steep_supported(angles, scores, inside, -60.0, 0.06, None, stats, 3.0, rows, 8.0)
+    assert not steep_supported(angles, scores, inside, -60.0, 0.06, None, stats, 3.0, one, 8.0)
