@@ -618,6 +618,14 @@ class Parameters:
     #: stroke's broken pieces, small dots: the line of the nearest labelled ink;
     #: ahte-train 319 -> 326 matches, the other sets unchanged).
     label_non_text: bool = True
+    #: The final lines' extent along the text is their own ink's: each line's ends (c +- 2
+    #: sigma_s, as for a line a file or the user gives) are its first and last labelled
+    #: samples along it (engine.postprocess.ink_extents), not the +- 2 sigma_s of the samples'
+    #: spread, which for a row of even ink reaches 15 % past the row (2 / sqrt 3): a line was
+    #: drawn and saved into the next block or the margin (moc-train moc_train_20: 16.6 % of
+    #: its lines' ink extent, 572 px at worst). After the labelling: no pixel changes. Locked
+    #: lines and lines joined from a file's pieces keep theirs. Off: the M-step's spread (paper).
+    extent_from_ink: bool = True
     #: Final labelling: "profile" (engine.postprocess.final_labels: cores of the lines' ink
     #: profiles) or "paper" (section 4.2: a component whose samples agree goes to that line,
     #: otherwise each pixel to the nearest of its samples' lines; components without a
@@ -683,6 +691,7 @@ class Parameters:
             if getattr(self, name) not in allowed:
                 raise ParameterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("page_area", "strip_strokes", "colour_non_text", "colour_stamps", "label_non_text",
+                     "extent_from_ink",
                      "multi_oriented", "sample_by_position",
                      "steep_regions", "merge_fragments", "learn_line_prior", "merge_initial_lines",
                      "remove_diacritic_lines", "remove_ownerless_lines", "follow_local_rows", "prior_in_unary",
@@ -833,6 +842,9 @@ PAPER: dict[str, PaperValue] = {
     "max_pitch_hcc": PaperValue(0.0, "§4.1: H_cc, the mean connected component height (no check)",
                                 "perforation dots and specks that outnumber a card's words set H_cc to "
                                 "13 px for rows 209 px apart (poilus AN_0121-2): a word a line."),
+    "extent_from_ink": PaperValue(False, "eq. update1 (sigma_s, the samples' spread along the line)",
+                                  "a line's c +- 2 sigma_s reaches 15 % past an evenly written "
+                                  "row: lines were drawn and saved into the next block."),
     "label_non_text": PaperValue(False, "absent (§4.2 labels the sampled components only)",
                                  "words over a rule and specks, kept out of sampling, are given back "
                                  "to their line."),

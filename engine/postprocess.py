@@ -872,6 +872,30 @@ def paper_labels(components: np.ndarray, samples: np.ndarray, sample_component: 
     return labels.astype(np.int32)
 
 
+def ink_extents(samples: np.ndarray, sample_labels: np.ndarray, lines: LineSet) -> LineSet:
+    """``lines`` with each one's extent along the text set to its own samples': ``c`` and
+    ``sigma_s`` such that ``c +- 2 sigma_s`` are its first and last samples along it
+    (``samples (N, 2)`` page pixels, ``sample_labels (N,)`` their lines, -1: none). Locked
+    lines, lines of a file's chain (``chain >= 0``) and lines without samples keep theirs."""
+    n = len(lines)
+    has = (sample_labels >= 0) & (sample_labels < n)
+    k = sample_labels[has].astype(np.int64)
+    if len(k) == 0:
+        return lines
+    uv = to_region_frame(samples[has].astype(np.float64), lines.phi[k])
+    a = lines.a[k]
+    s = (uv[:, 0] + a * uv[:, 1]) / np.sqrt(1.0 + a * a) if lines.rotation_invariant else uv[:, 0]
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    np.minimum.at(lo, k, s)
+    np.maximum.at(hi, k, s)
+    own = np.isfinite(lo) & ~lines.locked & (lines.chain < 0)
+    c, sigma_s = lines.c.copy(), lines.sigma_s.copy()
+    c[own] = (lo[own] + hi[own]) / 2.0
+    sigma_s[own] = np.maximum((hi[own] - lo[own]) / 4.0, 1e-3)  # the ends are c +- 2 sigma_s
+    return dataclasses.replace(lines, c=c, sigma_s=sigma_s)
+
+
 def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segmentation:
     """Stage 8 on the state of ``snapshot``: returns the pixel labels and the final lines."""
     merges: list = []
@@ -896,6 +920,8 @@ def finish(prep: Preparation, snapshot: Snapshot, params: Parameters) -> Segment
     paths: dict = {}
     if (final.chain >= 0).any():
         labels, final, sample_labels, merges, paths = join_chains(prep, labels, final, sample_labels, merges)
+    if params.extent_from_ink and len(final):
+        final = ink_extents(prep.samples, sample_labels, final)
     return Segmentation(labels=labels, lines=final, sample_labels=sample_labels, regions=prep.regions,
                         merges=tuple(merges), paths=paths)
 

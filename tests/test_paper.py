@@ -153,6 +153,7 @@ PAPER_TABLE: dict[str, tuple[Any, str] | NotInPaper] = {
     "split_offset": (0.0, "absent"),
     "split_space": (0.0, "absent"),
     "label_non_text": (False, "absent: §4.2 labels the sampled components"),
+    "extent_from_ink": (False, "eq. update1: sigma_s is the samples' spread along the line"),
     "final_labelling": ("paper", "§4.2 final labeling"),
     "split_nearest": ("never", "absent: the profile labelling is not the paper's, and §4.2 has no locked lines"),
     # not the method
