@@ -623,8 +623,9 @@ class Parameters:
     #: samples along it (engine.postprocess.ink_extents), not the +- 2 sigma_s of the samples'
     #: spread, which for a row of even ink reaches 15 % past the row (2 / sqrt 3): a line was
     #: drawn and saved into the next block or the margin (moc-train moc_train_20: 16.6 % of
-    #: its lines' ink extent, 572 px at worst). After the labelling: no pixel changes. Locked
-    #: lines and lines joined from a file's pieces keep theirs. Off: the M-step's spread (paper).
+    #: its lines' ink extent, 572 px at worst). After the labelling: no pixel changes. Given
+    #: lines (locked, anchored, joined from a file's pieces) keep theirs. Off: the M-step's
+    #: spread (paper).
     extent_from_ink: bool = True
     #: Final labelling: "profile" (engine.postprocess.final_labels: cores of the lines' ink
     #: profiles) or "paper" (section 4.2: a component whose samples agree goes to that line,

@@ -875,8 +875,9 @@ def paper_labels(components: np.ndarray, samples: np.ndarray, sample_component: 
 def ink_extents(samples: np.ndarray, sample_labels: np.ndarray, lines: LineSet) -> LineSet:
     """``lines`` with each one's extent along the text set to its own samples': ``c`` and
     ``sigma_s`` such that ``c +- 2 sigma_s`` are its first and last samples along it
-    (``samples (N, 2)`` page pixels, ``sample_labels (N,)`` their lines, -1: none). Locked
-    lines, lines of a file's chain (``chain >= 0``) and lines without samples keep theirs."""
+    (``samples (N, 2)`` page pixels, ``sample_labels (N,)`` their lines, -1: none). The lines
+    a file or the user gave (locked, anchored, or of a file's chain: ``chain >= 0``) and
+    lines without samples keep theirs."""
     n = len(lines)
     has = (sample_labels >= 0) & (sample_labels < n)
     k = sample_labels[has].astype(np.int64)
@@ -889,7 +890,7 @@ def ink_extents(samples: np.ndarray, sample_labels: np.ndarray, lines: LineSet) 
     hi = np.full(n, -np.inf)
     np.minimum.at(lo, k, s)
     np.maximum.at(hi, k, s)
-    own = np.isfinite(lo) & ~lines.locked & (lines.chain < 0)
+    own = np.isfinite(lo) & ~lines.locked & ~lines.anchored & (lines.chain < 0)
     c, sigma_s = lines.c.copy(), lines.sigma_s.copy()
     c[own] = (lo[own] + hi[own]) / 2.0
     sigma_s[own] = np.maximum((hi[own] - lo[own]) / 4.0, 1e-3)  # the ends are c +- 2 sigma_s

@@ -53,3 +53,22 @@ def test_from_the_spread_the_lines_reach_past_their_ink_and_no_pixel_changes() -
     _, _, seg_on = _run(True)
     assert np.array_equal(seg.labels, seg_on.labels)
     assert np.array_equal(seg.lines.a, seg_on.lines.a) and np.array_equal(seg.lines.b, seg_on.lines.b)
+
+
+def test_given_lines_keep_their_extent() -> None:
+    """A locked, an anchored and a chained line (a file's or the user's) keep the extent they
+    were given; a line of EM's own takes its samples'."""
+    from engine.model import LineSet
+    from engine.postprocess import ink_extents
+
+    n = 4
+    lines = LineSet(np.zeros(n), np.arange(n) * 50.0, np.full(n, 500.0), np.full(n, 5.0), np.full(n, 200.0),
+                    np.full(n, 0.25), np.zeros(n, np.int32), np.zeros(n),
+                    locked=np.array([False, True, False, False]), anchored=np.array([False, False, True, False]),
+                    chain=np.array([-1, -1, -1, 0], np.int32))
+    xs = np.linspace(300.0, 600.0, 31)
+    samples = np.concatenate([np.stack([xs, np.full(31, 50.0 * k)], axis=1) for k in range(n)])
+    labels = np.repeat(np.arange(n), 31)
+    out = ink_extents(samples, labels, lines)
+    assert out.c[0] == pytest.approx(450.0) and out.sigma_s[0] == pytest.approx(75.0)
+    assert np.array_equal(out.c[1:], lines.c[1:]) and np.array_equal(out.sigma_s[1:], lines.sigma_s[1:])
