@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import angle_gap
-from .graph import triangle_edges
+from .graph import delaunay_triangles, triangle_edges
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
 from .regions import _components, own_angle, region_threshold
@@ -343,8 +343,6 @@ def split_apart_blocks(sample_region: np.ndarray, edges: np.ndarray, samples: np
     moc-train moc_train_20's notes at the top right and the column of notes below the main
     text, one block at -88.8 deg, whose lines ran from one through the main text's rows to
     the other; moc_train_16's two paragraphs above and below a column, one block at 0 deg."""
-    from .graph import delaunay_triangles
-
     n = len(sample_region)
     if n == 0:
         return None

@@ -371,10 +371,9 @@ def best_orientation(small: np.ndarray, bbox: tuple[int, int, int, int], stats: 
                 fine_scores = [score(deg) for deg in fine]
                 steep_deg = float(fine[int(np.argmax(fine_scores))])
                 steep_score = float(max(fine_scores))
-            rows = ink_profile(steep_deg) if params.steep_period == "ink" else None
             if params.steep_evidence <= 0 or page_deg is None or steep_supported(
                     angles, scores, inside, steep_deg, steep_score, points, stats, params.steep_evidence,
-                    rows, stats.h_cc * scale):
+                    ink_profile(steep_deg) if params.steep_period == "ink" else None, stats.h_cc * scale):
                 best = float(angles[k])
                 lo, hi = -90.0, 90.0
             else:

@@ -883,16 +883,16 @@ def ink_extents(samples: np.ndarray, sample_labels: np.ndarray, lines: LineSet) 
     k = sample_labels[has].astype(np.int64)
     if len(k) == 0:
         return lines
-    uv = to_region_frame(samples[has].astype(np.float64), lines.phi[k])
-    a = lines.a[k]
-    s = (uv[:, 0] + a * uv[:, 1]) / np.sqrt(1.0 + a * a) if lines.rotation_invariant else uv[:, 0]
+    f = _line_forms(lines)
+    xy = samples[has].astype(np.float64)
+    s = f[3][k] * xy[:, 0] + f[4][k] * xy[:, 1] + f[5][k]  # along each line, from its centre c
     lo = np.full(n, np.inf)
     hi = np.full(n, -np.inf)
     np.minimum.at(lo, k, s)
     np.maximum.at(hi, k, s)
     own = np.isfinite(lo) & ~lines.locked & ~lines.anchored & (lines.chain < 0)
     c, sigma_s = lines.c.copy(), lines.sigma_s.copy()
-    c[own] = (lo[own] + hi[own]) / 2.0
+    c[own] += (lo[own] + hi[own]) / 2.0
     sigma_s[own] = np.maximum((hi[own] - lo[own]) / 4.0, 1e-3)  # the ends are c +- 2 sigma_s
     return dataclasses.replace(lines, c=c, sigma_s=sigma_s)
 
