@@ -2,6 +2,7 @@
 
     .venv/bin/tlseg segment PAGES... -o OUT -j 2
     .venv/bin/python bench/missed_lines.py OUT [--data ../shared/data] [--sets moc-train] [--pages]
+                                           [--maps DIR]
 
 Reads each result (``OUT/<stem>.labels.png``) of the dev pages of ``--sets`` and scores it as
 ``bench/run_bench.py`` does (the DIVA line evaluator's one-to-one match, threshold 0.75,
@@ -17,7 +18,10 @@ Every ground-truth line is then one of:
 * ``split``: no result line holds 75 % of it (over-segmentation, or lines crossing it).
 
 Prints per set the count and median size (scored pixels) of each kind, and with ``--pages``
-per page. The result folder may hold other pages; those of ``--sets`` without a result are
+per page. With ``--maps DIR``, one PNG per page (``DIR/<stem>.kinds.png``, at most 1400 px
+high): each ground-truth line's scored pixels in the colour of its kind (ok green, merged
+red, merged_other magenta, split blue), to see where on the page the lines are lost. The
+result folder may hold other pages; those of ``--sets`` without a result are
 listed as missing and not counted.
 """
 
@@ -28,6 +32,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +45,10 @@ from engine import groundtruth  # noqa: E402
 from engine.metric import _line_matches, _table  # noqa: E402
 
 KINDS = ("ok", "merged", "merged_other", "split")
+#: BGR colour of each kind in the ``--maps`` images.
+KIND_COLOURS = {"ok": (0, 160, 0), "merged": (0, 0, 230), "merged_other": (200, 0, 200), "split": (230, 110, 0)}
+#: Height (pixels) the ``--maps`` images are scaled down to.
+MAP_HEIGHT = 1400
 
 
 def classify(truth: np.ndarray, result: np.ndarray, scored: np.ndarray,
@@ -69,12 +78,27 @@ def classify(truth: np.ndarray, result: np.ndarray, scored: np.ndarray,
     return out
 
 
+def kind_map(truth: np.ndarray, scored: np.ndarray, kinds: list[tuple[str, int]]) -> np.ndarray:
+    """BGR image ``(H, W, 3)`` uint8 of one page: white, with each ground-truth line's scored
+    pixels in the colour of its kind (``kinds`` in the order of the line ids, as
+    :func:`classify` returns them), scaled down to at most :data:`MAP_HEIGHT` rows."""
+    ids = np.unique(truth[scored & (truth > 0)])
+    colour = np.full((int(truth.max()) + 1, 3), 255, np.uint8)
+    for g, (kind, _) in zip(ids, kinds, strict=True):
+        colour[g] = KIND_COLOURS[kind]
+    out = colour[np.where(scored, truth, 0)]
+    scale = min(1.0, MAP_HEIGHT / out.shape[0])
+    return cv2.resize(out, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", type=Path, help="folder of tlseg outputs (<stem>.labels.png)")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", default=None, help="comma-separated sets (default: all)")
     ap.add_argument("--pages", action="store_true", help="also one line per page")
+    ap.add_argument("--maps", type=Path, default=None,
+                    help="folder for one PNG per page: the ground-truth lines coloured by kind")
     args = ap.parse_args(argv)
     sets = find_sets(args.data, args.sets.split(",") if args.sets else None)
     for name, pages in sets.items():
@@ -89,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             result = groundtruth.read_label_map(labels, truth.shape, what="result")
             page = classify(truth, result, scored)
             kinds += page
+            if args.maps is not None:
+                args.maps.mkdir(parents=True, exist_ok=True)
+                cv2.imwrite(str(args.maps / f"{image.stem}.kinds.png"), kind_map(truth, scored, page))
             if args.pages:
                 c = Counter(k for k, _ in page)
                 print(f"  {image.stem}: " + ", ".join(f"{k} {c[k]}" for k in KINDS if c[k]))
