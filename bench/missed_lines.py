@@ -52,9 +52,9 @@ MAP_HEIGHT = 1400
 
 
 def classify(truth: np.ndarray, result: np.ndarray, scored: np.ndarray,
-             threshold: float = LINE_THRESHOLD) -> list[tuple[str, int]]:
-    """(kind, scored pixels) of each ground-truth line of one page (kinds as in the module
-    docstring)."""
+             threshold: float = LINE_THRESHOLD) -> list[tuple[str, int, int]]:
+    """(kind, scored pixels, label in ``truth``) of each ground-truth line of one page (kinds
+    as in the module docstring)."""
     t = _table(truth, result, scored)
     gi, ri = t.pairs[:, 0], t.pairs[:, 1]
     chosen, is_correct = _line_matches(t, threshold)
@@ -63,29 +63,28 @@ def classify(truth: np.ndarray, result: np.ndarray, scored: np.ndarray,
     holds = np.bincount(ri[t.inter >= 0.25 * t.gt_size[gi]], minlength=t.pred_size.size)
     out = []
     for g, size in enumerate(t.gt_size):
-        if g in correct:
-            out.append(("ok", int(size)))
-            continue
         mine = gi == g
-        if not mine.any():
-            out.append(("split", int(size)))
-            continue
-        k = int(np.argmax(np.where(mine, t.inter, -1)))
-        if t.inter[k] < threshold * size:
-            out.append(("split", int(size)))
+        if g in correct:
+            kind = "ok"
+        elif not mine.any():
+            kind = "split"
         else:
-            out.append(("merged" if holds[ri[k]] >= 2 else "merged_other", int(size)))
+            k = int(np.argmax(np.where(mine, t.inter, -1)))
+            if t.inter[k] < threshold * size:
+                kind = "split"
+            else:
+                kind = "merged" if holds[ri[k]] >= 2 else "merged_other"
+        out.append((kind, int(size), int(t.gt_ids[g])))
     return out
 
 
-def kind_map(truth: np.ndarray, scored: np.ndarray, kinds: list[tuple[str, int]]) -> np.ndarray:
+def kind_map(truth: np.ndarray, scored: np.ndarray, kinds: list[tuple[str, int, int]]) -> np.ndarray:
     """BGR image ``(H, W, 3)`` uint8 of one page: white, with each ground-truth line's scored
-    pixels in the colour of its kind (``kinds`` in the order of the line ids, as
-    :func:`classify` returns them), scaled down to at most :data:`MAP_HEIGHT` rows."""
-    ids = np.unique(truth[scored & (truth > 0)])
+    pixels in the colour of its kind (``kinds`` as :func:`classify` returns them), scaled
+    down to at most :data:`MAP_HEIGHT` rows."""
     colour = np.full((int(truth.max()) + 1, 3), 255, np.uint8)
-    for g, (kind, _) in zip(ids, kinds, strict=True):
-        colour[g] = KIND_COLOURS[kind]
+    for kind, _, label in kinds:
+        colour[label] = KIND_COLOURS[kind]
     out = colour[np.where(scored, truth, 0)]
     scale = min(1.0, MAP_HEIGHT / out.shape[0])
     return cv2.resize(out, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else out
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sets = find_sets(args.data, args.sets.split(",") if args.sets else None)
     for name, pages in sets.items():
-        kinds: list[tuple[str, int]] = []
+        kinds: list[tuple[str, int, int]] = []
         missing = []
         for image, gt in pages:
             labels = args.results / f"{image.stem}.labels.png"
@@ -117,15 +116,15 @@ def main(argv: list[str] | None = None) -> int:
                 args.maps.mkdir(parents=True, exist_ok=True)
                 cv2.imwrite(str(args.maps / f"{image.stem}.kinds.png"), kind_map(truth, scored, page))
             if args.pages:
-                c = Counter(k for k, _ in page)
+                c = Counter(k for k, _, _ in page)
                 print(f"  {image.stem}: " + ", ".join(f"{k} {c[k]}" for k in KINDS if c[k]))
         if not kinds:
             print(f"{name}: no results in {args.results}")
             continue
-        sizes = np.array([s for _, s in kinds])
+        sizes = np.array([s for _, s, _ in kinds])
         parts = []
         for kind in KINDS:
-            s = sizes[[k == kind for k, _ in kinds]]
+            s = sizes[[k == kind for k, _, _ in kinds]]
             if len(s):
                 parts.append(f"{kind} {len(s)} (median {np.median(s):.0f} px)")
         print(f"{name}: {len(kinds)} ground-truth lines of {len(pages) - len(missing)} pages: " + ", ".join(parts))
