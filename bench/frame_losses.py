@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_bench import DEFAULT_DATA, LINE_THRESHOLD, ParameterError, build_params, find_sets  # noqa: E402
+from bench.run_bench import DEFAULT_DATA, LINE_THRESHOLD, data_and_params, find_sets  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
 
 CLASSES = ("own angle", "other angle", "mostly one", "split")
@@ -137,13 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", action="store_true", help="also one line per page")
     ap.add_argument("--lines", type=Path, default=None, help="CSV of every classed ground-truth line")
     args = ap.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"frame_losses: no data folder at {args.data}", file=sys.stderr)
-        return 2
-    try:
-        params = build_params(args.params, args.set_)
-    except ParameterError as exc:
-        print(f"frame_losses: {exc}", file=sys.stderr)
+    params = data_and_params("frame_losses", args.data, args.params, args.set_)
+    if params is None:
         return 2
     sets = find_sets(args.data, args.sets.split(",") if args.sets else None)
     tasks = [(name, str(image), str(gt), params.to_json()) for name, pages in sets.items() for image, gt in pages]

@@ -306,6 +306,21 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def data_and_params(prog: str, data: Path, params_file: str | None, sets: list[str],
+                    preset: str | None = None, moments_file: str | None = None) -> Parameters | None:
+    """A bench script's start: the data folder must exist, and the parameters
+    (:func:`build_params`) must be valid; None after saying which is wrong on stderr."""
+    if not data.is_dir():
+        print(f"{prog}: no data folder at {data} (the development data are not part of the "
+              "repository; pass --data DIR)", file=sys.stderr)
+        return None
+    try:
+        return build_params(params_file, sets, preset, moments_file)
+    except ParameterError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
+
+
 def build_params(params_file: str | None, sets: list[str], preset: str | None = None,
                  moments_file: str | None = None) -> Parameters:
     """Defaults (or ``--preset NAME``), then ``--params FILE``, then ``--moments FILE``, then
@@ -338,14 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="also print the summary as Markdown")
     args = ap.parse_args(argv)
 
-    if not args.data.is_dir():
-        print(f"run_bench: no data folder at {args.data} (the development data are not part of the "
-              "repository; pass --data DIR)", file=sys.stderr)
-        return 2
-    try:
-        params = build_params(args.params, args.set_, args.preset, args.moments)
-    except ParameterError as exc:
-        print(f"run_bench: {exc}", file=sys.stderr)
+    params = data_and_params("run_bench", args.data, args.params, args.set_, args.preset, args.moments)
+    if params is None:
         return 2
     sets = find_sets(args.data, [s.strip() for s in args.sets.split(",") if s.strip()] if args.sets else None)
     if not sets:

@@ -43,12 +43,12 @@ from bench.run_bench import (  # noqa: E402
     DEFAULT_DATA,
     LINE_THRESHOLD,
     T_A,
-    build_params,
+    data_and_params,
     find_sets,
 )
 from engine.evaluate import _scores  # noqa: E402
 from engine.metric import combine, combine_lines  # noqa: E402
-from engine.params import ParameterError, Parameters  # noqa: E402
+from engine.params import Parameters  # noqa: E402
 
 VARIANTS = ("default", "noop", "gt", "gt_locked", "drawn")
 #: The sets whose pooled (d) should reach FM 0.90 / line IU 0.95 (moc-train: FM 0.70 alone).
@@ -212,13 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/steering.csv"))
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"steering: no data folder at {args.data}", file=sys.stderr)
-        return 2
-    try:
-        params = build_params(args.params, args.set_)
-    except ParameterError as exc:
-        print(f"steering: {exc}", file=sys.stderr)
+    params = data_and_params("steering", args.data, args.params, args.set_)
+    if params is None:
         return 2
     sets = find_sets(args.data, [s.strip() for s in args.sets.split(",") if s.strip()] if args.sets else None)
     if args.limit is not None:
