@@ -43,6 +43,8 @@ if str(REPO) not in sys.path:
 
 from bench.run_bench import DEFAULT_DATA, LINE_THRESHOLD, data_and_params, find_sets  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
+from engine.arrays import angle_difference, angle_gap  # noqa: E402
+from engine.initial_io import pixel_axes  # noqa: E402
 
 CLASSES = ("own angle", "other angle", "mostly one", "split")
 #: A ground-truth line's samples in one block, at least: the line lies in that block.
@@ -57,27 +59,13 @@ MIN_SAMPLES = 10
 
 
 def line_axes(truth: np.ndarray, labels: np.ndarray) -> dict[int, float]:
-    """Direction (degrees, image frame: x right, y down, in (-90, 90]) of the principal axis of
-    each ground-truth line's pixels in ``truth`` ``(H, W)``, for the ``labels`` asked."""
-    ys, xs = np.nonzero(truth)
-    lab = truth[ys, xs]
-    out: dict[int, float] = {}
-    order = np.argsort(lab, kind="stable")
-    ys, xs, lab = ys[order], xs[order], lab[order]
-    bounds = np.searchsorted(lab, labels, side="left"), np.searchsorted(lab, labels, side="right")
-    for label, lo, hi in zip(labels, *bounds, strict=True):
-        if hi - lo < 2:
-            continue
-        d = np.stack([xs[lo:hi] - xs[lo:hi].mean(), ys[lo:hi] - ys[lo:hi].mean()])
-        _, vec = np.linalg.eigh(d @ d.T)
-        deg = float(np.degrees(np.arctan2(vec[1, 1], vec[0, 1])))
-        out[int(label)] = (deg + 90.0) % 180.0 - 90.0
-    return out
-
-
-def angle_between(a: float, b: float) -> float:
-    """Degrees between two undirected directions (0 to 90)."""
-    return abs((a - b + 90.0) % 180.0 - 90.0)
+    """Direction (degrees, image frame: x right, y down, in [-90, 90)) of the principal axis of
+    each ground-truth line's pixels in ``truth`` ``(H, W)``, for the ``labels`` asked (their
+    second moments as a label image's lines are read, :func:`engine.initial_io.pixel_axes`)."""
+    _, moments, _ = pixel_axes(truth, int(truth.max()))
+    sxx, sxy, syy = moments.T
+    deg = np.degrees(0.5 * np.arctan2(2.0 * sxy, sxx - syy))
+    return {int(k): float(angle_difference(deg[k - 1], 0.0)) for k in labels}
 
 
 def classify_lines(truth: np.ndarray, sample_xy: np.ndarray, sample_region: np.ndarray,
@@ -97,10 +85,10 @@ def classify_lines(truth: np.ndarray, sample_xy: np.ndarray, sample_region: np.n
         regions = np.bincount(sample_region[on == label])
         block = int(np.argmax(regions))
         share = float(regions[block] / regions.sum())
-        axis = axes.get(int(label), float("nan"))
+        axis = axes[int(label)]
         frame = float(region_deg[block])
         if share >= ONE_BLOCK:
-            kind = "own angle" if angle_between(axis, frame) <= FRAME_TOLERANCE else "other angle"
+            kind = "own angle" if angle_gap(axis, frame) <= FRAME_TOLERANCE else "other angle"
         else:
             kind = "mostly one" if share >= MOSTLY_ONE else "split"
         out.append({"label": int(label), "samples": int(regions.sum()), "share": round(share, 3),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.frame_losses import angle_between, classify_lines, line_axes
+from bench.frame_losses import classify_lines, line_axes
+from engine.arrays import angle_gap
 
 
 def _page() -> tuple[np.ndarray, np.ndarray]:
@@ -26,15 +27,15 @@ def _page() -> tuple[np.ndarray, np.ndarray]:
 def test_line_axes_are_the_lines_directions() -> None:
     truth, _ = _page()
     axes = line_axes(truth, np.array([1, 2, 3]))
-    assert angle_between(axes[1], 0.0) < 1.0
-    assert angle_between(axes[2], 90.0) < 1.0
-    assert angle_between(axes[3], -30.0) < 2.0
+    assert angle_gap(axes[1], 0.0) < 1.0
+    assert angle_gap(axes[2], 90.0) < 1.0
+    assert angle_gap(axes[3], -30.0) < 2.0
 
 
-def test_angle_between_is_undirected() -> None:
-    assert angle_between(-89.0, 89.0) == 2.0
-    assert angle_between(10.0, -170.0) == 0.0
-    assert angle_between(0.0, 90.0) == 90.0
+def test_angle_gap_is_undirected() -> None:
+    assert angle_gap(-89.0, 89.0) == 2.0
+    assert angle_gap(10.0, -170.0) == 0.0
+    assert angle_gap(0.0, 90.0) == 90.0
 
 
 def test_lines_are_classed_by_their_block_and_its_frame() -> None:
