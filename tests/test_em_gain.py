@@ -1,0 +1,52 @@
+"""bench/em_gain.py: stage 8 on EM's start, first and last snapshot, scored as the pipeline's."""
+
+from __future__ import annotations
+
+import pytest
+from synthetic import make_page, save_page
+
+import engine.pipeline as pipeline
+from bench import em_gain
+from bench.steering import ground_truth
+from engine.metric import line_metric
+from engine.params import Parameters
+
+
+@pytest.fixture(scope="module")
+def curved_page(tmp_path_factory):
+    return save_page(make_page("curved", seed=1), tmp_path_factory.mktemp("em_gain"))
+
+
+def test_stages_are_snapshot_zero_one_and_the_last(curved_page, monkeypatch):
+    image, labels = curved_page
+    seen = []
+    real_finish = pipeline.finish
+
+    def recording_finish(prep, snapshot, params=None):
+        seen.append(snapshot.iteration)
+        return real_finish(prep, snapshot, params)
+
+    monkeypatch.setattr(pipeline, "finish", recording_finish)
+    out = em_gain.score_snapshots(str(image), str(labels), Parameters().to_json())
+    assert out["iterations"] >= 2  # the page runs EM past its first iteration
+    assert seen == [0, 1, out["iterations"]]
+
+
+def test_last_stage_scores_what_the_pipeline_labels(curved_page):
+    image, labels = curved_page
+    out = em_gain.score_snapshots(str(image), str(labels), Parameters().to_json())
+    _, _, seg = pipeline.segment(str(image), Parameters())
+    truth, scored = ground_truth(labels, image, seg.labels.shape)  # as run_bench reads it
+    score = line_metric(truth, seg.labels, scored, em_gain.LINE_THRESHOLD)
+    assert out["last"] == (score.correct, score.n_pred)
+    assert out["gt"] == score.n_gt > 0
+
+
+def test_line_iu_is_correct_over_the_union():
+    assert em_gain.line_iu(3, 4, 5) == pytest.approx(50.0)
+    assert em_gain.line_iu(0, 0, 0) == 0.0
+
+
+def test_a_missing_data_folder_exits_2(tmp_path, capsys):
+    assert em_gain.main(["--data", str(tmp_path / "none")]) == 2
+    assert "no data folder" in capsys.readouterr().err
