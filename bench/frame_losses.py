@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import multiprocessing
 import sys
 from collections import Counter
 from pathlib import Path
@@ -41,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_bench import DEFAULT_DATA, LINE_THRESHOLD, data_and_params, find_sets  # noqa: E402
+from bench.run_bench import LINE_THRESHOLD, add_page_options, pages_of_sets  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
 from engine.arrays import angle_difference, angle_gap  # noqa: E402
 from engine.initial_io import pixel_axes  # noqa: E402
@@ -117,22 +116,13 @@ def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="frame_losses.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--sets", default=None, help="comma-separated sets (default: all)")
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--params", help="parameters JSON file")
-    ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE")
+    add_page_options(ap)
     ap.add_argument("--pages", action="store_true", help="also one line per page")
     ap.add_argument("--lines", type=Path, default=None, help="CSV of every classed ground-truth line")
     args = ap.parse_args(argv)
-    params = data_and_params("frame_losses", args.data, args.params, args.set_)
-    if params is None:
+    if (done := pages_of_sets("frame_losses", args, run_page)) is None:
         return 2
-    sets = find_sets(args.data, args.sets.split(",") if args.sets else None)
-    tasks = [(name, str(image), str(gt), params.to_json()) for name, pages in sets.items() for image, gt in pages]
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(processes=max(1, args.jobs), maxtasksperchild=1) as pool:
-        pages = list(pool.imap(run_page, tasks))
+    sets, pages = done
     rows = []
     for name in sets:
         total: Counter[str] = Counter()

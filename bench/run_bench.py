@@ -306,6 +306,31 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def add_page_options(ap: argparse.ArgumentParser) -> None:
+    """The options of a bench script that runs every page of some sets: ``--data``,
+    ``--sets``, ``--jobs``, ``--params``, ``--set`` (read back by :func:`pages_of_sets`)."""
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--sets", default=None, help="comma-separated sets (default: all)")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--params", help="parameters JSON file")
+    ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE")
+
+
+def pages_of_sets(prog: str, args: argparse.Namespace, run_page) -> tuple[dict, list] | None:
+    """Run ``run_page((set, image, ground truth, parameters JSON))`` on every page of the sets
+    :func:`add_page_options` asked for, a fresh process per page (``--jobs`` at once), in
+    order; returns the sets (:func:`find_sets`) and the pages' results, or None after saying
+    what is wrong with the data folder or the parameters (:func:`data_and_params`)."""
+    params = data_and_params(prog, args.data, args.params, args.set_)
+    if params is None:
+        return None
+    sets = find_sets(args.data, args.sets.split(",") if args.sets else None)
+    tasks = [(name, str(image), str(gt), params.to_json()) for name, pages in sets.items() for image, gt in pages]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(processes=max(1, args.jobs), maxtasksperchild=1) as pool:
+        return sets, list(pool.imap(run_page, tasks))
+
+
 def data_and_params(prog: str, data: Path, params_file: str | None, sets: list[str],
                     preset: str | None = None, moments_file: str | None = None) -> Parameters | None:
     """A bench script's start: the data folder must exist, and the parameters
