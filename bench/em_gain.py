@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +25,15 @@ if str(REPO) not in sys.path:
 
 from bench.run_bench import LINE_THRESHOLD, add_page_options, pages_of_sets  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
+from engine.metric import combine_lines  # noqa: E402
 
 #: The snapshots scored, by name: EM's start, after one iteration, and its end.
 STAGES = ("start", "first", "last")
 
 
 def score_snapshots(image: str, gt: str, params_json: str) -> dict[str, Any]:
-    """One page: ``{stage: (correct, result lines)}`` for :data:`STAGES`, and the page's
-    ground-truth line count under ``"gt"``."""
+    """One page: its :class:`engine.metric.LineScore` at each of :data:`STAGES`, and the
+    number of EM iterations under ``"iterations"``."""
     from engine.metric import line_metric
     from engine.params import Parameters
     from engine.pipeline import finish, prepare, run_em
@@ -42,12 +42,9 @@ def score_snapshots(image: str, gt: str, params_json: str) -> dict[str, Any]:
     prep = prepare(image, params)
     snaps = list(run_em(prep))
     truth, scored = ground_truth(Path(gt), Path(image), None)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"iterations": len(snaps) - 1}
     for stage, snap in zip(STAGES, (snaps[0], snaps[min(1, len(snaps) - 1)], snaps[-1]), strict=True):
-        score = line_metric(truth, finish(prep, snap).labels, scored, LINE_THRESHOLD)
-        out[stage] = (score.correct, score.n_pred)
-        out["gt"] = score.n_gt
-    out["iterations"] = len(snaps) - 1
+        out[stage] = line_metric(truth, finish(prep, snap).labels, scored, LINE_THRESHOLD)
     return out
 
 
@@ -55,12 +52,6 @@ def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
     """A worker's page: the set's name, the page's stem and :func:`score_snapshots`."""
     name, image, gt, params_json = task
     return {"set": name, "page": Path(image).stem, **score_snapshots(image, gt, params_json)}
-
-
-def line_iu(correct: int, n_gt: int, n_pred: int) -> float:
-    """Line IU (%): correct lines over ground-truth and result lines less the correct ones."""
-    union = n_gt + n_pred - correct
-    return 100.0 * correct / union if union else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,25 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     sets, pages = done
     print("set            GT  " + "  ".join(f"{s:>22}" for s in STAGES) + "   (correct / lines, line IU %)")
     for name in sets:
-        total: Counter[str] = Counter()
-        for page in (p for p in pages if p["set"] == name):
-            total["gt"] += page["gt"]
-            for stage in STAGES:
-                total[stage + "_c"] += page[stage][0]
-                total[stage + "_m"] += page[stage][1]
-        cells = []
-        for s in STAGES:
-            correct, lines = total[s + "_c"], total[s + "_m"]
-            cells.append(f"{correct:>5} / {lines:>5}  {line_iu(correct, total['gt'], lines):5.1f}")
-        print(f"{name:<14} {total['gt']:>4}  " + "  ".join(f"{c:>22}" for c in cells))
+        mine = [p for p in pages if p["set"] == name]
+        totals = [combine_lines(p[s] for p in mine) for s in STAGES]
+        cells = [f"{t.correct:>5} / {t.n_pred:>5}  {100 * t.line_iu:5.1f}" for t in totals]
+        print(f"{name:<14} {totals[0].n_gt:>4}  " + "  ".join(f"{c:>22}" for c in cells))
     if args.csv is not None and pages:
         with args.csv.open("w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(["set", "page", "gt", "iterations"]
                             + [f"{s}_{k}" for s in STAGES for k in ("correct", "lines")])
             for p in pages:
-                writer.writerow([p["set"], p["page"], p["gt"], p["iterations"]]
-                                + [v for s in STAGES for v in p[s]])
+                writer.writerow([p["set"], p["page"], p["last"].n_gt, p["iterations"]]
+                                + [v for s in STAGES for v in (p[s].correct, p[s].n_pred)])
         print(f"em_gain: wrote {args.csv}")
     return 0
 
