@@ -18,7 +18,6 @@ with its line off is the line's (a curved or fanned row a straight line cannot f
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_bench import LINE_THRESHOLD, add_page_options, pages_of_sets  # noqa: E402
+from bench.run_bench import LINE_THRESHOLD, page_tool  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
 
 #: Ground-truth lines with fewer scored pixels are left out.
@@ -125,13 +124,9 @@ def gap_table(lines: list[dict[str, Any]]) -> tuple[list[tuple[int, int]], int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="angle_errors.py", description=__doc__.split("\n\n")[0])
-    add_page_options(ap)
-    ap.add_argument("--csv", type=Path, default=None, help="one row per ground-truth line")
-    args = ap.parse_args(argv)
-    if (done := pages_of_sets("angle_errors", args, run_page)) is None:
+    if (done := page_tool("angle_errors", __doc__, argv, run_page, "one row per ground-truth line")) is None:
         return 2
-    sets, pages = done
+    args, sets, pages = done
     labels = [f"{lo:g}-{hi:g}" for lo, hi in zip(BINS, BINS[1:] + (90.0,), strict=True)]
     print("set            lines  " + "  ".join(f"{lab + ' deg':>12}" for lab in labels)
           + f"   >= {OFF:g} deg: lines, frame off too   (lines / correct per bin)")

@@ -13,7 +13,6 @@ the result is the initial lines' and stage 8's, and better lines must come from 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_bench import LINE_THRESHOLD, add_page_options, pages_of_sets  # noqa: E402
+from bench.run_bench import LINE_THRESHOLD, page_tool  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
 from engine.metric import combine_lines  # noqa: E402
 
@@ -55,13 +54,9 @@ def run_page(task: tuple[str, str, str, str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="em_gain.py", description=__doc__.split("\n\n")[0])
-    add_page_options(ap)
-    ap.add_argument("--csv", type=Path, default=None, help="one row per page")
-    args = ap.parse_args(argv)
-    if (done := pages_of_sets("em_gain", args, run_page)) is None:
+    if (done := page_tool("em_gain", __doc__, argv, run_page, "one row per page")) is None:
         return 2
-    sets, pages = done
+    args, sets, pages = done
     print("set            GT  " + "  ".join(f"{s:>22}" for s in STAGES) + "   (correct / lines, line IU %)")
     for name in sets:
         mine = [p for p in pages if p["set"] == name]

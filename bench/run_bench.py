@@ -331,6 +331,20 @@ def pages_of_sets(prog: str, args: argparse.Namespace, run_page) -> tuple[dict, 
         return sets, list(pool.imap(run_page, tasks))
 
 
+def page_tool(prog: str, doc: str, argv: list[str] | None, run_page, csv_help: str
+              ) -> tuple[argparse.Namespace, dict, list] | None:
+    """A bench script that runs every page of some sets and may write a CSV: its options
+    (:func:`add_page_options` and ``--csv``) read from ``argv``, then the pages run
+    (:func:`pages_of_sets`); returns the options, the sets and the pages' results, or None
+    after saying what is wrong with the data folder or the parameters."""
+    ap = argparse.ArgumentParser(prog=f"{prog}.py", description=doc.split("\n\n")[0])
+    add_page_options(ap)
+    ap.add_argument("--csv", type=Path, default=None, help=csv_help)
+    args = ap.parse_args(argv)
+    done = pages_of_sets(prog, args, run_page)
+    return None if done is None else (args, *done)
+
+
 def data_and_params(prog: str, data: Path, params_file: str | None, sets: list[str],
                     preset: str | None = None, moments_file: str | None = None) -> Parameters | None:
     """A bench script's start: the data folder must exist, and the parameters

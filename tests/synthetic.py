@@ -616,3 +616,24 @@ def bent_rows_page(seed: int = 0, bend: float = 0.8) -> SyntheticPage:
     image, labels = _render(lines, style, rng, (height, width), 1.0, touching=False)
     return SyntheticPage(image=image, labels=labels, n_lines=len(lines),
                          angles=tuple(ln.angle_deg() for ln in lines), kind="bent_rows")
+
+
+def save_label_set(page: SyntheticPage, root: str | Path, set_name: str = "synth", stem: str = "p") -> Path:
+    """Write ``page`` as the one page of a pixel-labelled set, as the bench scripts read a data
+    folder: ``root/set_name/images/<stem>.png`` and ``root/set_name/pixel_label/<stem>.png``
+    (16-bit labels). Returns the set's folder."""
+    folder = Path(root) / set_name
+    for sub, pixels in (("images", page.image), ("pixel_label", page.labels.astype(np.uint16))):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+        if not cv2.imwrite(str(folder / sub / f"{stem}.png"), pixels):
+            raise OSError(f"could not write {folder / sub / stem}.png")
+    return folder
+
+
+def run_on_label_set(main: Callable[[list[str]], int], page: SyntheticPage, root: str | Path) -> tuple[int, Path]:
+    """Run a bench script's ``main`` on ``page`` written as the one page of a set in ``root``
+    (:func:`save_label_set`), one page at a time, its CSV beside the set; returns ``main``'s
+    status and the CSV's path."""
+    save_label_set(page, root)
+    out = Path(root) / "out.csv"
+    return main(["--data", str(root), "--jobs", "1", "--csv", str(out)]), out

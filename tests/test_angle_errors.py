@@ -8,7 +8,7 @@ import math
 import cv2
 import numpy as np
 import pytest
-from synthetic import make_page, save_page
+from synthetic import make_page, run_on_label_set, save_page
 
 from bench import angle_errors
 from bench.steering import ground_truth
@@ -114,19 +114,10 @@ def test_gap_table_bins_and_frames():
     assert off == 5 and off_frame == 3
 
 
-def test_a_missing_data_folder_exits_2(tmp_path, capsys):
-    assert angle_errors.main(["--data", str(tmp_path / "none")]) == 2
-    assert "no data folder" in capsys.readouterr().err
-
-
 def test_main_writes_the_table_and_a_row_per_line(tmp_path, capsys):
     page = make_page("skewed", seed=1)
-    (tmp_path / "synth" / "images").mkdir(parents=True)
-    (tmp_path / "synth" / "pixel_label").mkdir()
-    cv2.imwrite(str(tmp_path / "synth" / "images" / "p.png"), page.image)
-    cv2.imwrite(str(tmp_path / "synth" / "pixel_label" / "p.png"), page.labels.astype(np.uint16))
-    out_csv = tmp_path / "angles.csv"
-    assert angle_errors.main(["--data", str(tmp_path), "--jobs", "1", "--csv", str(out_csv)]) == 0
+    status, out_csv = run_on_label_set(angle_errors.main, page, tmp_path)
+    assert status == 0
     table = capsys.readouterr().out
     row = next(r.split() for r in table.splitlines() if r.startswith("synth"))
     assert row[1] == str(page.n_lines)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import cv2
-import numpy as np
 import pytest
-from synthetic import make_page, save_page
+from synthetic import make_page, run_on_label_set, save_page
 
 import engine.pipeline as pipeline
 from bench import em_gain
@@ -50,19 +48,10 @@ def test_last_stage_scores_what_the_pipeline_labels(touching_page):
     assert score.n_gt > 0
 
 
-def test_a_missing_data_folder_exits_2(tmp_path, capsys):
-    assert em_gain.main(["--data", str(tmp_path / "none")]) == 2
-    assert "no data folder" in capsys.readouterr().err
-
-
 def test_main_runs_every_page_of_a_set(tmp_path, capsys):
     page = make_page("straight", seed=2)
-    (tmp_path / "synth" / "images").mkdir(parents=True)
-    (tmp_path / "synth" / "pixel_label").mkdir()
-    cv2.imwrite(str(tmp_path / "synth" / "images" / "p.png"), page.image)
-    cv2.imwrite(str(tmp_path / "synth" / "pixel_label" / "p.png"), page.labels.astype(np.uint16))
-    out_csv = tmp_path / "gain.csv"
-    assert em_gain.main(["--data", str(tmp_path), "--jobs", "1", "--csv", str(out_csv)]) == 0
+    status, out_csv = run_on_label_set(em_gain.main, page, tmp_path)
+    assert status == 0
     table = capsys.readouterr().out
     n_gt = int(page.labels.max())
     assert any(row.split()[:2] == ["synth", str(n_gt)] for row in table.splitlines())
