@@ -31,6 +31,8 @@ if str(REPO) not in sys.path:
 
 from bench.run_bench import LINE_THRESHOLD, page_tool  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
+from engine.arrays import angle_gap  # noqa: E402
+from engine.initial_io import pixel_axes, point_moments  # noqa: E402
 
 #: Ground-truth lines with fewer scored pixels are left out.
 MIN_PIXELS = 50
@@ -43,18 +45,22 @@ BINS = (0.0, 5.0, 10.0, 20.0, 45.0)
 OFF = 5.0
 
 
+def principal_axes(moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Direction (degrees in [0, 180), x right, y down) of the principal axis of each set of
+    second moments ``(n, 3)`` [Sxx, Sxy, Syy] (:func:`engine.initial_io.point_moments`) and its
+    elongation ``(n,)`` (standard deviation along over across)."""
+    sxx, sxy, syy = np.asarray(moments, np.float64).T
+    angle = np.degrees(0.5 * np.arctan2(2.0 * sxy, sxx - syy)) % 180.0
+    half_tr = (sxx + syy) / 2.0
+    root = np.sqrt(np.maximum(half_tr**2 - (sxx * syy - sxy**2), 0.0))
+    return angle, np.sqrt((half_tr + root) / np.maximum(half_tr - root, 1e-12))
+
+
 def axis_angle(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
-    """Direction (degrees in [0, 180), x right, y down) of the principal axis of the points
-    ``(xs, ys)`` ``(n,)`` and their elongation (standard deviation along over across)."""
-    c = np.cov(np.vstack([np.asarray(xs, float), np.asarray(ys, float)]))
-    w, v = np.linalg.eigh(c)  # ascending: v[:, 1] is the major axis
-    angle = float(np.degrees(np.arctan2(v[1, 1], v[0, 1])) % 180.0)
-    return angle, float(np.sqrt(w[1] / max(w[0], 1e-12)))
-
-
-def angle_gap(a: float, b: float) -> float:
-    """Gap (degrees, 0-90) between two directions (degrees, period 180)."""
-    return float(abs((a - b + 90.0) % 180.0 - 90.0))
+    """:func:`principal_axes` of the points ``(xs, ys)`` ``(n,)``: their direction and elongation."""
+    _, moments, _ = point_moments(np.ones(len(xs), np.int64), np.asarray(xs), np.asarray(ys), 1)
+    angle, elongation = principal_axes(moments)
+    return float(angle[0]), float(elongation[0])
 
 
 def line_angles(image: str, gt: str, params_json: str) -> list[dict[str, Any]]:
@@ -75,26 +81,20 @@ def line_angles(image: str, gt: str, params_json: str) -> list[dict[str, Any]]:
     direction = np.degrees(np.arctan2(segments[:, 1, 1] - segments[:, 0, 1],
                                       segments[:, 1, 0] - segments[:, 0, 0])) % 180.0
     frame = np.degrees(seg.lines.phi) % 180.0
-    ys, xs = np.nonzero(scored & (truth > 0))
-    ids = truth[ys, xs]
-    order = np.argsort(ids, kind="stable")
-    ids, ys, xs = ids[order], ys[order], xs[order]
-    starts = np.searchsorted(ids, table.gt_ids)
-    ends = np.searchsorted(ids, table.gt_ids, side="right")
+    # Each ground-truth line's scored pixels, as a label image's lines are read.
+    _, moments, pixels = pixel_axes(np.where(scored, truth, 0), int(truth.max()))
+    gt_angle, elongation = principal_axes(moments)
     rows = []
     for gi, g in enumerate(table.gt_ids):
-        if ends[gi] - starts[gi] < MIN_PIXELS:
+        if pixels[g - 1] < MIN_PIXELS or elongation[g - 1] < MIN_ELONGATION:
             continue
-        at = slice(starts[gi], ends[gi])
-        angle, elongation = axis_angle(xs[at], ys[at])
-        if elongation < MIN_ELONGATION:
-            continue
+        angle = float(gt_angle[g - 1])
         mine = np.flatnonzero(table.pairs[:, 0] == gi)
         line_gap = frame_gap = float("nan")
         if len(mine):
             k = int(table.pred_ids[table.pairs[mine[np.argmax(table.inter[mine])], 1]]) - 1
-            line_gap, frame_gap = angle_gap(angle, direction[k]), angle_gap(angle, frame[k])
-        rows.append({"gt": int(g), "pixels": int(ends[gi] - starts[gi]), "gt_angle": round(angle, 1),
+            line_gap, frame_gap = float(angle_gap(angle, direction[k])), float(angle_gap(angle, frame[k]))
+        rows.append({"gt": int(g), "pixels": int(pixels[g - 1]), "gt_angle": round(angle, 1),
                      "line_gap": round(line_gap, 1), "frame_gap": round(frame_gap, 1),
                      "correct": int(g) in found})
     return rows

@@ -3,9 +3,9 @@ that line's frame."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-import cv2
 import numpy as np
 import pytest
 from synthetic import make_page, run_on_label_set, save_page
@@ -96,10 +96,7 @@ def test_a_line_with_no_direction_is_left_out(tmp_path):
     patch = labels[cy - 20:cy + 20, cx - 20:cx + 20]
     patch[patch > 0] = page.n_lines + 1
     assert np.count_nonzero(labels == page.n_lines + 1) >= angle_errors.MIN_PIXELS
-    image = tmp_path / "p.png"
-    truth = tmp_path / "p_labels.png"
-    cv2.imwrite(str(image), page.image)
-    cv2.imwrite(str(truth), labels.astype(np.uint16))
+    image, truth = save_page(dataclasses.replace(page, labels=labels), tmp_path)
     rows = angle_errors.line_angles(str(image), str(truth), Parameters().to_json())
     assert [r["gt"] for r in rows] == list(range(1, page.n_lines + 1))
 
