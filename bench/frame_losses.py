@@ -40,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.angle_errors import principal_axes  # noqa: E402
 from bench.run_bench import LINE_THRESHOLD, add_page_options, pages_of_sets  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
 from engine.arrays import angle_difference, angle_gap  # noqa: E402
@@ -62,8 +63,7 @@ def line_axes(truth: np.ndarray, labels: np.ndarray) -> dict[int, float]:
     each ground-truth line's pixels in ``truth`` ``(H, W)``, for the ``labels`` asked (their
     second moments as a label image's lines are read, :func:`engine.initial_io.pixel_axes`)."""
     _, moments, _ = pixel_axes(truth, int(truth.max()))
-    sxx, sxy, syy = moments.T
-    deg = np.degrees(0.5 * np.arctan2(2.0 * sxy, sxx - syy))
+    deg, _ = principal_axes(moments)
     return {int(k): float(angle_difference(deg[k - 1], 0.0)) for k in labels}
 
 
