@@ -31,7 +31,7 @@ if str(REPO) not in sys.path:
 
 from bench.run_bench import LINE_THRESHOLD, page_tool  # noqa: E402
 from bench.steering import ground_truth  # noqa: E402
-from engine.arrays import angle_gap  # noqa: E402
+from engine.arrays import angle_gap, principal_axis  # noqa: E402
 from engine.initial_io import pixel_axes, point_moments  # noqa: E402
 
 #: Ground-truth lines with fewer scored pixels are left out.
@@ -49,11 +49,8 @@ def principal_axes(moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Direction (degrees in [0, 180), x right, y down) of the principal axis of each set of
     second moments ``(n, 3)`` [Sxx, Sxy, Syy] (:func:`engine.initial_io.point_moments`) and its
     elongation ``(n,)`` (standard deviation along over across)."""
-    sxx, sxy, syy = np.asarray(moments, np.float64).T
-    angle = np.degrees(0.5 * np.arctan2(2.0 * sxy, sxx - syy)) % 180.0
-    half_tr = (sxx + syy) / 2.0
-    root = np.sqrt(np.maximum(half_tr**2 - (sxx * syy - sxy**2), 0.0))
-    return angle, np.sqrt((half_tr + root) / np.maximum(half_tr - root, 1e-12))
+    beta, major, minor = principal_axis(*np.asarray(moments, np.float64).T)
+    return np.degrees(beta) % 180.0, np.sqrt(major / np.maximum(minor, 1e-12))
 
 
 def axis_angle(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:

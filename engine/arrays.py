@@ -59,3 +59,16 @@ def angle_gap(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
     """Difference of orientations (degrees, period 180) in [0, 90]: how far two lines' directions
     are apart, whichever way each one points."""
     return np.abs(angle_difference(a, b))
+
+
+def principal_axis(sxx: np.ndarray | float, sxy: np.ndarray | float, syy: np.ndarray | float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The principal axes of second central moments (or covariances) ``sxx, sxy, syy`` of
+    points ``(x, y)``: the major axis's direction (radians in [-pi/2, pi/2], measured from x
+    towards y, so clockwise on a page with y down) and the variances along it and across it
+    (``major >= minor``; the eigenvalues of ``[[sxx, sxy], [sxy, syy]]``)."""
+    sxx, sxy, syy = (np.asarray(m, np.float64) for m in (sxx, sxy, syy))
+    angle = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+    half_trace = (sxx + syy) / 2.0
+    root = np.sqrt(np.maximum(half_trace**2 - (sxx * syy - sxy**2), 0.0))
+    return angle, half_trace + root, half_trace - root

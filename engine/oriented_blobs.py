@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from .arrays import principal_axis
 from .model import ComponentStats, to_region_frame
 from .params import Parameters
 
@@ -94,7 +95,7 @@ def oriented_blob_of_samples(region_ink: np.ndarray, bbox: tuple[int, int, int, 
     sxx = np.bincount(ids, dx * dx, offset + 1)
     syy = np.bincount(ids, dy * dy, offset + 1)
     sxy = np.bincount(ids, dx * dy, offset + 1)
-    beta = 0.5 * np.arctan2(2.0 * sxy, sxx - syy)
+    beta = principal_axis(sxx, sxy, syy)[0]
     across = np.abs(dy * np.cos(beta[ids]) - dx * np.sin(beta[ids]))
     inlier = (across <= 0.5 * stats.h_cc) & (ids > 0)
     n_in = np.bincount(ids[inlier], minlength=offset + 1)

@@ -20,7 +20,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from .arrays import angle_gap
+from .arrays import angle_gap, principal_axis
 from .graph import triangle_edges
 from .initial_lines import _TARGET_HCC, PITCH_PER_LINE_HEIGHT, blob_elongation, line_pitch
 from .model import ComponentStats
@@ -444,10 +444,9 @@ def component_axes(samples: np.ndarray, sample_component: np.ndarray) -> np.ndar
     sxx = np.bincount(sample_component, dx * dx, n) / safe
     syy = np.bincount(sample_component, dy * dy, n) / safe
     sxy = np.bincount(sample_component, dx * dy, n) / safe
-    half_tr = (sxx + syy) / 2.0
-    root = np.sqrt(np.maximum(half_tr**2 - (sxx * syy - sxy**2), 0.0))
-    major, minor = half_tr + root, np.maximum(half_tr - root, 1e-9)
-    angle = np.degrees(0.5 * np.arctan2(2.0 * sxy, sxx - syy))
+    beta, major, minor = principal_axis(sxx, sxy, syy)
+    minor = np.maximum(minor, 1e-9)
+    angle = np.degrees(beta)
     long_word = (count >= _AXIS_MIN_SAMPLES) & (major >= LONG_WORD**2 * minor)
     return np.where(long_word, angle, np.nan)[sample_component]
 

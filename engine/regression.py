@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .arrays import principal_axis
+
 
 class LineFit(NamedTuple):
     a: np.ndarray
@@ -79,7 +81,7 @@ def fit_from_moments(moments: np.ndarray, origin: np.ndarray, rotation_invariant
         suu, svv = np.maximum(suu, 0.0), np.maximum(svv, 0.0)
         ols = np.where(suu > 1e-12, suv / np.where(suu > 1e-12, suu, 1.0), 0.0 * mu)  # NaN: no weight
         if rotation_invariant:
-            beta = 0.5 * np.arctan2(2.0 * suv, suu - svv)
+            beta = principal_axis(suu, suv, svv)[0]
             beta = np.where(suu >= svv, beta, np.arctan(ols))
             if max_angle < 90.0:
                 limit = np.radians(max_angle)

@@ -618,6 +618,22 @@ def bent_rows_page(seed: int = 0, bend: float = 0.8) -> SyntheticPage:
                          angles=tuple(ln.angle_deg() for ln in lines), kind="bent_rows")
 
 
+def fanned_rows_page(seed: int = 0, spread_deg: float = 12.0, n: int = 10) -> SyntheticPage:
+    """``n`` straight rows of cursive in one block whose angles fan out from 0 to
+    ``spread_deg`` degrees (clockwise, down the block), all starting at one left margin 3
+    x-heights apart (the rows of moc-train's fanned notes, moc_train_16, and of notes that
+    spread as they are written): x-height 20 px, rows 1000-1100 px long. The rows' angles are
+    the page's ``angles``."""
+    rng = np.random.default_rng([seed, 26, 12])
+    h = 20.0
+    style = _Style(h=h, thickness=3, slant=0.15)
+    lines = [_Line((100.0, 150.0 + i * 3.0 * h), np.radians(spread_deg * i / max(n - 1, 1)),
+                   1100.0 * rng.uniform(0.9, 1.0)) for i in range(n)]
+    image, labels = _render(lines, style, rng, (1300, 1400), 1.0, touching=False)
+    return SyntheticPage(image=image, labels=labels, n_lines=n,
+                         angles=tuple(ln.angle_deg() for ln in lines), kind="fanned_rows")
+
+
 def save_label_set(page: SyntheticPage, root: str | Path, set_name: str = "synth", stem: str = "p") -> Path:
     """Write ``page`` as the one page of a pixel-labelled set, as the bench scripts read a data
     folder: ``root/set_name/images/<stem>.png`` and ``root/set_name/pixel_label/<stem>.png``
