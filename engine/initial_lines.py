@@ -872,7 +872,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
     t_r = residual_ratio([(f[5], f[8]) for f in framed], params)
     for r, members, xy, region, region_ink, raster, (u0, v0), blob_stats, found in framed:
         bbox, phi = region.bbox, region.phi
-        blobs = line_blobs_and_response(raster, blob_stats, params, scale, scale_u, t_r, found)[0]
+        blobs, response = line_blobs_and_response(raster, blob_stats, params, scale, scale_u, t_r, found)
         uv = to_region_frame(xy, phi)
         centres[r] = float(uv[:, 0].mean())
         col = np.clip(np.round((uv[:, 0] - u0) * scale_u).astype(int), 0, blobs.shape[1] - 1)
@@ -884,7 +884,7 @@ def initial_lines(components: np.ndarray, samples: np.ndarray, sample_component:
             from .oriented_blobs import oriented_blob_of_samples
 
             blob_of_sample = oriented_blob_of_samples(region_ink, bbox, phi, xy, blob_stats, params, scale,
-                                                      scale_u)
+                                                      scale_u, t_r, (blobs, response, (u0, v0)))
         ids, counts = np.unique(blob_of_sample[blob_of_sample > 0], return_counts=True)
         n_small = np.bincount(blob_of_sample[small[members]], minlength=int(blob_of_sample.max()) + 1)[ids]
         residual = params.remove_diacritic_lines & (n_small > params.diacritic_fraction * counts)

@@ -18,9 +18,13 @@ each angle's blobs are found exactly as the frame's (Otsu, weak lines, overlap c
 residual blobs). The frame's blobs stay the lines, as in the paper, except at samples where an angle
 ``FAR_STEPS`` steps or more from the frame responds ``RESPONSE_RATIO`` times more (a frame
 blob through the rows of a block at that angle). The samples they free go to the blobs of
-those angles that are lines themselves, best first (:func:`oriented_blob_of_samples`). Lines stay
-in their region's frame (``v = a u + b`` with their own slope), which the rotation-invariant
-M-step fits at any angle.
+those angles that are lines themselves and better lines than the frame blobs they replace,
+best first (:func:`oriented_blob_of_samples`). Lines stay in their region's frame (``v = a u
++ b`` with their own slope), which the rotation-invariant M-step fits at any angle.
+
+The same bank follows rows that fan out within one block (a note whose rows spread as they
+are written, moc_train_16): the frame is one angle, a row more than about 4 deg off it gets
+an initial line near the frame, between two rows, and EM does not turn a line that far.
 """
 
 from __future__ import annotations
@@ -33,15 +37,27 @@ from .arrays import principal_axis
 from .model import ComponentStats, to_region_frame
 from .params import Parameters
 
-#: Degrees between the filter banks tried either side of a region's frame.
-ANGLE_STEP = 10.0
+#: Degrees between the filter banks tried either side of a region's frame. At 10 deg a row
+#: 5-9 deg off its frame answered neither its frame's filter nor the next one: the rows of a
+#: fanned note (moc_train_16; tests/test_fanned_rows.py) kept lines near the frame, between
+#: rows. (The initial lines follow a row within about 4 deg of the frame on their own.)
+ANGLE_STEP = 5.0
 #: A sample leaves its frame blob when another angle's filter responds this many times more
 #: at it (the filters of all angles are the same bank, turned, so their responses compare).
 RESPONSE_RATIO = 1.2
-#: Only angles this many steps from the frame or more take samples: blocks whose angles
-#: differ by less share their rows' direction within a line's curvature (a curved or
-#: slanted line answers the frame's neighbours too, and lines there were cut in pieces).
-FAR_STEPS = 2
+#: Only angles this many steps from the frame or more take samples. (Two steps of 10 deg,
+#: until 2026-12-08: a curved or slanted row answers the frame's neighbours too, and its
+#: line was cut in pieces there; a turned blob now replaces frame blobs only where it is the
+#: better line, :data:`BETTER_LINES`.)
+FAR_STEPS = 1
+#: A turned blob takes the samples it frees only when its samples lie on its line at least
+#: as well as theirs lie on their frame blobs' lines (the share within half a text height of
+#: the blob's principal axis; the mean over the freed samples' frame blobs). A fan's rows at
+#: their own angle lie on theirs (0.95-1.0) where the frame's blobs run between two rows
+#: (0.2-0.9); a row's rising end and the row above, at one turned angle, do not beat the
+#: rows' own blobs (poilus AN_0077-0: 2 rows lost without it). A comparison, not a tuned
+#: level: the ratio runs evenly through 1 on the dev pages (docs/history.md, session 59).
+BETTER_LINES = True
 
 
 def _cells(xy: np.ndarray, phi: float, origin: tuple[float, float], shape: tuple[int, int], scale: float,
@@ -54,15 +70,38 @@ def _cells(xy: np.ndarray, phi: float, origin: tuple[float, float], shape: tuple
     return row, col
 
 
+def take_freed_samples(out: np.ndarray, frame: np.ndarray, order: np.ndarray, members: list[np.ndarray],
+                       inliers: list[np.ndarray], share: np.ndarray) -> None:
+    """Give the freed samples (``out == 0``; ``out`` ``(n,)`` each sample's blob, changed in
+    place) to the turned blobs ``order`` (best first; ``members``/``inliers`` the samples of
+    each and those within half a text height of its axis): a blob takes the freed samples it
+    holds when most of its inliers are free and, with :data:`BETTER_LINES`, when its share of
+    inliers (``share``, per blob id) is at least the mean share of the frame blobs (``frame``
+    ``(n,)``, each sample's frame blob) those samples leave."""
+    for b, mine, inl in zip(order, members, inliers, strict=True):
+        if np.count_nonzero(out[inl] == 0) < 0.5 * len(inl):
+            continue
+        free = mine[out[mine] == 0]
+        if BETTER_LINES and len(free) and share[b] < share[frame[free]].mean():
+            continue
+        out[free] = b
+
+
 def oriented_blob_of_samples(region_ink: np.ndarray, bbox: tuple[int, int, int, int], phi: float,
                              xy: np.ndarray, stats: ComponentStats, params: Parameters, scale: float,
-                             scale_u: float) -> np.ndarray:
+                             scale_u: float, t_r: float | None = None,
+                             frame_blobs: tuple[np.ndarray, np.ndarray, tuple[float, float]] | None = None
+                             ) -> np.ndarray:
     """Blob id ``(n,)`` (0 = none; ids are arbitrary positive integers) of each of the
     region's samples ``xy (n, 2)``: its frame blob's, or, where that blob runs across the
     rows of another angle, the blob of that angle that holds it. Angles: ``phi`` and ``params.oriented_blobs`` steps of
     ``ANGLE_STEP`` degrees either side. ``region_ink``, ``bbox``: the region's ink
     (:func:`engine.initial_lines.region_mask`); ``stats``: the blob scale (H_cc or the
-    region's line height); ``scale``/``scale_u``: cells per pixel across/along the text."""
+    region's line height); ``scale``/``scale_u``: cells per pixel across/along the text;
+    ``t_r``: the page's residual ratio (:func:`engine.initial_lines.residual_ratio`; default
+    ``params.t_r``), for every angle's blobs; ``frame_blobs``: the frame's blob labels,
+    filtered raster and raster origin when already found (stage 6's own blobs, so that the
+    frame's blobs here are the lines the region has without the turned banks)."""
     from .initial_lines import _region_raster, line_blobs_and_response
 
     k = int(params.oriented_blobs)
@@ -73,9 +112,14 @@ def oriented_blob_of_samples(region_ink: np.ndarray, bbox: tuple[int, int, int, 
     offset = 0
     for i, delta in enumerate(deltas):
         angle = phi + math.radians(float(delta))
-        raster, origin = _region_raster(region_ink, angle, bbox, scale, scale_u, params.raster_along_mean)
-        labels, filtered = line_blobs_and_response(raster, stats, params, scale, scale_u)
-        row, col = _cells(xy, angle, origin, raster.shape, scale, scale_u)
+        if delta == 0 and frame_blobs is not None:
+            labels, filtered, origin = frame_blobs
+            shape = labels.shape
+        else:
+            raster, origin = _region_raster(region_ink, angle, bbox, scale, scale_u, params.raster_along_mean)
+            labels, filtered = line_blobs_and_response(raster, stats, params, scale, scale_u, t_r)
+            shape = raster.shape
+        row, col = _cells(xy, angle, origin, shape, scale, scale_u)
         b = labels[row, col].astype(np.int64)
         blob[i] = np.where(b > 0, b + offset, 0)
         response[i] = filtered[row, col]
@@ -112,6 +156,7 @@ def oriented_blob_of_samples(region_ink: np.ndarray, bbox: tuple[int, int, int, 
     # one (a word at another angle beside a block became a line of its own), and the freed
     # samples no other angle took go back to their frame blob.
     score = 2 * n_in - cnt.astype(np.int64)
+    share = n_in / np.maximum(cnt, 1.0)
     out = frame.copy()
     far = np.abs(deltas) >= FAR_STEPS * ANGLE_STEP
     if far.any():
@@ -124,14 +169,9 @@ def oriented_blob_of_samples(region_ink: np.ndarray, bbox: tuple[int, int, int, 
     starts = np.searchsorted(ids[by_blob], np.arange(offset + 2))
     inl_sorted = inlier[by_blob]
     sample_of = by_blob % n
-    for b in order:
-        seg = slice(starts[b], starts[b + 1])
-        members = sample_of[seg]
-        inl = members[inl_sorted[seg]]
-        if np.count_nonzero(out[inl] == 0) < 0.5 * len(inl):
-            continue
-        free = members[out[members] == 0]
-        out[free] = b
+    members = [sample_of[starts[b]:starts[b + 1]] for b in order]
+    inliers = [m[inl_sorted[starts[b]:starts[b + 1]]] for b, m in zip(order, members, strict=True)]
+    take_freed_samples(out, frame, order, members, inliers, share)
     left = out <= 0
     out[left] = frame[left]
     return out

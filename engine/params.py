@@ -100,9 +100,9 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "split_space": (0.0, 1.0, True, True),
     "snapshot_top_k": (1, 64, True, True),
     "label_window": (0, 10_000, True, True),
-    # Steps of 10 deg either side of a region's frame: up to 60 deg (a line steeper than that
+    # Steps of 5 deg either side of a region's frame: up to 60 deg (a line steeper than that
     # to its frame is another block's, and its slope in the frame runs off to infinity).
-    "oriented_blobs": (0, 6, True, True),
+    "oriented_blobs": (0, 12, True, True),
     "steep_evidence": (0.0, 100.0, True, True),
     "blob_threshold": (0.05, 2.0, True, True),
     "weak_line_level": (0.0, 1.0, True, False),
@@ -284,14 +284,16 @@ class Parameters:
     #: (moc_train_9: a column at 89 deg beside a block at -27 deg, ratio 0.65). Not in the paper.
     mixed_parts_frame: bool = True
     #: Initial lines at their own angle within a region (engine.oriented_blobs): the region
-    #: is also filtered at this many steps of 10 deg either side of its frame; where a filter
-    #: 20 deg or more from the frame responds 1.2 times more at a sample, its frame blob runs
-    #: through the rows of a block at that angle, and the sample goes to that angle's blob.
-    #: Blocks at close angles (side-note columns at -20 and 0 deg side by side) share a
-    #: region, and lines at the frame's angle ran across them. 0 = off (paper; default): at 3,
-    #: moc-train FM / line IU 31.1 / 44.9 -> 32.4 / 45.5 %, but poilus-dev 67.0 / 78.6 ->
-    #: 66.4 / 77.6 % (docs/history.md, 2026-11-26).
-    oriented_blobs: int = 0
+    #: is also filtered at this many steps of 5 deg either side of its frame; where a turned
+    #: filter responds 1.2 times more at a sample, its frame blob runs through the rows of a
+    #: block or a row at that angle, and the sample goes to that angle's blob when that blob
+    #: is the better line. Rows that fan out within a block (moc_train_16) and blocks at
+    #: close angles in one region got lines at the frame's angle, between or across rows.
+    #: 0 = off (paper). Line IU %, seeds 0 / 1 / 2, off -> 3 (docs/history.md, session 59):
+    #: cremma20 69.2 / 68.9 / 68.9 -> 70.7 / 70.0 / 70.3, moc-train 48.2 / 46.6 / 48.6 ->
+    #: 49.6 / 46.4 / 47.6, poilus-dev 81.1 / 78.8 / 77.5 -> 79.8 / 78.9 / 78.6; ahte-train and
+    #: kraken-sample unchanged.
+    oriented_blobs: int = 3
     #: Blobs are the filtered response above this fraction of its Otsu level (1 = Otsu).
     blob_threshold: float = 1.0
     #: Short lines (a paragraph's last words) respond under the blob level. Going down from it
@@ -938,6 +940,10 @@ PAPER: dict[str, PaperValue] = {
     "steep_evidence": PaperValue(0.0, "absent (§5.1: alpha in [-40, 40] deg, no steep angle to test)",
                                  "one row of large slanted cursive with H_cc a third of its letters' "
                                  "height scored best across its downstrokes (-50 to -90 deg)."),
+    "oriented_blobs": PaperValue(0, "§4.1: the bank's orientation whose projection profile is sharpest, "
+                                    "one per region",
+                                 "rows that fan out within a block, and blocks at close angles in one "
+                                 "region, got lines at the frame's angle, between or across their rows."),
     "block_boundaries": PaperValue(False, "absent (§4.1: regions only)",
                                    "a side note's corner stayed with the main text, whose line bent "
                                    "across the boundary to reach it."),

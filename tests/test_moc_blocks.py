@@ -228,8 +228,11 @@ def test_columns_at_close_angles_get_lines_at_both(seed: int, monkeypatch: pytes
     orientation split needs more than 20 deg (``regions.SPLIT_ANGLE`` before 2026-11-27; at
     15 they stand apart: the next test), and the paper's filter at the region's one angle
     gives every initial line that angle: the other column's rows are crossed by lines at the
-    frame's angle. With ``oriented_blobs`` (engine.oriented_blobs) the other column's rows
-    get initial lines at their own angle (3 of its 9 rows or more). Off by default."""
+    frame's angle. With ``oriented_blobs`` (engine.oriented_blobs) reaching 20 deg (4 steps
+    of 5 deg) the other column's rows get initial lines at their own angle: 2 or more of its
+    9 rows (3 or more with the 10 deg steps before session 59, which left the rows of a fan
+    5-9 deg off their frame between two lines; at the default split the columns are two
+    regions, the next test)."""
     monkeypatch.setattr(regions, "SPLIT_ANGLE", 20.0)
     page, _ = close_angle_columns_page(seed, -20.0, 1.0)
 
@@ -240,9 +243,9 @@ def test_columns_at_close_angles_get_lines_at_both(seed: int, monkeypatch: pytes
         return (len(prep.regions), int(np.sum(np.abs(angle) <= 3.0)),
                 int(np.sum(np.abs(angle + 20.0) <= 3.0)))
 
-    n_regions, at_0, at_20 = lines_at(Parameters(oriented_blobs=3))
+    n_regions, at_0, at_20 = lines_at(Parameters(oriented_blobs=4))
     assert n_regions == 1
-    assert min(at_0, at_20) >= 3, (at_0, at_20)
+    assert min(at_0, at_20) >= 2, (at_0, at_20)
     n_regions, at_0, at_20 = lines_at(Parameters(oriented_blobs=0))
     assert n_regions == 1
     assert min(at_0, at_20) == 0, (at_0, at_20)
@@ -252,12 +255,13 @@ def test_columns_at_close_angles_get_lines_at_both(seed: int, monkeypatch: pytes
 def test_columns_twenty_degrees_apart_stand_apart(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same two columns (0 and -20 deg, one text height apart) are two regions at the
     default ``SPLIT_ANGLE`` (15 deg), each with lines at its own angle (all 9 rows of each);
-    with the split at 20 deg they are one region whose lines all take one angle (moc-train's
-    blocks 17-21 deg apart stood apart or not by the draw of the samples)."""
+    with the split at 20 deg they are one region whose lines, with the paper's one filter
+    angle per region (``oriented_blobs`` 0), all take one angle (moc-train's blocks 17-21 deg
+    apart stood apart or not by the draw of the samples)."""
     page, _ = close_angle_columns_page(seed, -20.0, 1.0)
 
     def lines_at() -> tuple[int, int, int]:
-        prep = prepare(page.image, Parameters())
+        prep = prepare(page.image, Parameters(oriented_blobs=0))
         angle = np.degrees(prep.initial_lines.phi + np.arctan(prep.initial_lines.a))
         return (len(prep.regions), int(np.sum(np.abs(angle) <= 3.0)), int(np.sum(np.abs(angle + 20.0) <= 3.0)))
 
