@@ -40,9 +40,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.run_bench import (  # noqa: E402
-    DEFAULT_DATA,
     LINE_THRESHOLD,
     T_A,
+    add_page_options,
     data_and_params,
     find_sets,
 )
@@ -203,12 +203,8 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="steering.py", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--sets", help="comma-separated sets (default: all)")
+    add_page_options(ap)
     ap.add_argument("--limit", type=int, default=None, help="at most N pages per set")
-    ap.add_argument("--params", help="parameters JSON file")
-    ap.add_argument("--set", dest="set_", action="append", default=[], metavar="NAME=VALUE")
-    ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("/tmp/steering.csv"))
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args(argv)

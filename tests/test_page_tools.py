@@ -1,13 +1,14 @@
-"""The bench scripts built on ``bench.run_bench.page_tool``: bad data or parameters stop them
-with status 2 and a message, before any page runs."""
+"""The bench scripts that run every page of some sets with ``bench.run_bench``'s page options
+(``page_tool``, ``add_page_options``): bad data or parameters stop them with status 2 and a
+message, before any page runs."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import angle_errors, em_gain
+from bench import angle_errors, em_gain, steering
 
-TOOLS = [em_gain, angle_errors]
+TOOLS = [em_gain, angle_errors, steering]
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.__name__.rsplit(".", 1)[-1])
