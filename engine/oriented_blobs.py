@@ -6,10 +6,11 @@ every blob (hence every initial line) of the region runs at that angle. A region
 text at several close angles: two columns of side notes written side by side at -20 and 0
 deg (moc_train_16), a block of short lines above a block at 15 deg more (moc_train_15). Such
 blocks touch, or are joined by a few words, and the orientation split of stage 5
-(:func:`engine.regions.orientation_parts`, windows of 8 text heights, parts more than 20 deg
-apart) does not separate them. At the frame's angle, the long filter along the text then
-joins the rows of both columns into blobs that run across them, and EM starts from lines
-that cross the columns.
+(:func:`engine.regions.orientation_parts`, windows of 8 text heights, parts more than
+``engine.regions.SPLIT_ANGLE`` apart: 15 deg, 20 until 2026-11-27) separates them only
+where their angles differ by more than that, or by the draw of the samples. At the frame's
+angle, the long filter along the text then joins the rows of both columns into blobs that
+run across them, and EM starts from lines that cross the columns.
 
 Multi-oriented Gaussian filtering (Kurar Barakat et al., the best published result on
 VML-MOC) gives each pixel the orientation of the filter that responds most. Here the region
