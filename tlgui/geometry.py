@@ -26,24 +26,55 @@ def image_pyramid(image: np.ndarray, min_side: int = 256) -> list[np.ndarray]:
     return levels
 
 
-def region_outlines(prep: Preparation) -> np.ndarray:
-    """Convex hull of each region's samples as segment pairs ``(S, 2, 2)``."""
+#: A piece of a region (samples joined by its MRF edges) with fewer samples than this is not
+#: outlined: one or two samples enclose nothing.
+MIN_PIECE_SAMPLES = 3
+
+
+def _hull_segments(pts: np.ndarray) -> np.ndarray:
+    """Convex hull of ``pts (n, 2)`` (n >= 3; their bounding box where they are collinear)
+    as segment pairs ``(k, 2, 2)``."""
     from scipy.spatial import ConvexHull, QhullError
 
+    try:
+        hull = pts[ConvexHull(pts).vertices]
+    except QhullError:
+        (x0, y0), (x1, y1) = pts.min(axis=0), pts.max(axis=0)
+        hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
+    return np.stack([hull, np.roll(hull, -1, axis=0)], axis=1)
+
+
+def region_pieces(prep: Preparation) -> np.ndarray:
+    """Piece index of every sample ``(N,)``: the samples its region's MRF edges join (edges
+    never cross regions, so a piece lies in one region)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(prep.samples)
+    e = np.asarray(prep.edges, dtype=np.intp).reshape(-1, 2)
+    graph = coo_matrix((np.ones(len(e), np.int8), (e[:, 0], e[:, 1])), shape=(n, n))
+    return connected_components(graph, directed=False)[1]
+
+
+def region_outlines(prep: Preparation) -> np.ndarray:
+    """Outline of each region as segment pairs ``(S, 2, 2)``: the convex hull of each of its
+    pieces of at least :data:`MIN_PIECE_SAMPLES` samples (:func:`region_pieces`). A region is
+    not always one patch of text: a few words too small to be a region join the nearest
+    larger one, however far (engine.regions), and one hull of them all would enclose the blank
+    between them and the text of other regions (moc_train_20: a triangle across the page). A
+    region with no such piece is outlined by its bounding box."""
+    pieces = region_pieces(prep) if len(prep.samples) else np.zeros(0, np.int64)
     segs = []
     for region in prep.regions:
-        pts = prep.samples[prep.sample_region == region.index]
-        if len(pts) >= 3:
-            try:
-                hull = pts[ConvexHull(pts).vertices]
-            except QhullError:
-                hull = None
-        else:
-            hull = None
-        if hull is None:  # degenerate region: its bounding box
+        at = np.flatnonzero(prep.sample_region == region.index)
+        ids, counts = np.unique(pieces[at], return_counts=True)
+        drawn = ids[counts >= MIN_PIECE_SAMPLES]
+        for piece in drawn:
+            segs.append(_hull_segments(prep.samples[at[pieces[at] == piece]].astype(float)))
+        if len(drawn) == 0:  # degenerate region: its bounding box
             x0, y0, x1, y1 = region.bbox
-            hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
-        segs.append(np.stack([hull, np.roll(hull, -1, axis=0)], axis=1))
+            box = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
+            segs.append(np.stack([box, np.roll(box, -1, axis=0)], axis=1))
     return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
 
 
