@@ -12,7 +12,6 @@ cross; drop the worse one" has only what this counts to act on.)
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.run_bench import page_tool  # noqa: E402
+from bench.run_bench import page_tool, write_rows  # noqa: E402
 
 #: A meeting point within this fraction of either segment's end is two lines touching.
 END_MARGIN = 0.1
@@ -69,11 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<16}{len(rows):>6}{sum(p['lines'] for p in rows):>7}"
               f"{sum(p['within'] for p in rows):>8}{sum(p['across'] for p in rows):>8}   "
               + ", ".join(f"{p['page']} {p['across']}" for p in worst if p["across"]))
-    if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=["set", "page", "lines", "within", "across"])
-            w.writeheader()
-            w.writerows(pages)
+    if args.csv and pages:
+        write_rows(args.csv, pages)
         print(f"crossing_lines: wrote {args.csv}")
     return 0
 
