@@ -39,7 +39,7 @@ from .arrays import angle_gap
 from .graph import delaunay_triangles, triangle_edges
 from .model import ComponentStats, LineSet, Preparation, Region, to_region_frame
 from .params import Parameters
-from .regions import _components, own_angle, region_threshold
+from .regions import edge_components, own_angle, region_threshold
 from .unary import across_distance
 
 
@@ -303,14 +303,14 @@ def merge_parallel_blocks(sample_region: np.ndarray, edges: np.ndarray, regions:
     joined = folded
     # Parallel pairs first, then the small blocks' joins: a small block touching a block at its
     # own angle and another at an angle it is only near joins the first.
-    pairs = pairs[np.argsort(angle_gap(phi[pairs[:, 0]], phi[pairs[:, 1]]) > max_gap, kind="stable")]
-    for i, j in pairs:  # a few pairs per page
+    gaps = angle_gap(phi[pairs[:, 0]], phi[pairs[:, 1]])
+    order = np.argsort(gaps > max_gap, kind="stable")
+    for (i, j), gap in zip(pairs[order], gaps[order].tolist(), strict=True):  # a few pairs per page
         if regions[i].page_direction or regions[j].page_direction:
             # A frame given for want of evidence (the page's direction) is no sign of being one
             # block with a neighbour at that angle: a gutter's marks between two facing pages
             # joined both pages into one block, and rows across the spread (FM 0.93 -> 0.63).
             continue
-        gap = float(angle_gap(phi[i], phi[j]))
         small_join = min(n_samples[i], n_samples[j]) < small and gap <= small_gap
         if small_join and small_frame and samples is not None and gap > max_gap:
             # small_parts_frame: a small block joins its neighbour only when its frame does not
@@ -369,7 +369,7 @@ def split_apart_blocks(sample_region: np.ndarray, edges: np.ndarray, samples: np
     # The edges alone join parts of the groups; where all but a block's largest part hold
     # fewer than min_samples samples, no group can stand apart, and the block's own
     # triangulation (0.4 s on 99k samples) is not needed.
-    part = _components(given, n)
+    part = edge_components(given, n)
     pairs = [given]
     for idx in members:
         if len(idx) < 2 * min_samples or len(idx) - np.bincount(part[idx]).max() < min_samples:
@@ -382,7 +382,7 @@ def split_apart_blocks(sample_region: np.ndarray, edges: np.ndarray, samples: np
         e = triangle_edges(tri)
         length = np.linalg.norm(samples[idx[e[:, 0]], :2] - samples[idx[e[:, 1]], :2], axis=1)
         pairs.append(idx[e[length <= limit]])
-    group = _components(np.concatenate(pairs), n) if len(pairs) > 1 else part
+    group = edge_components(np.concatenate(pairs), n) if len(pairs) > 1 else part
     out = sample_region.astype(np.int64)
     next_block = n_blocks
     split = False

@@ -63,14 +63,14 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
     else:
         kept = triangles
     edges = triangle_edges(kept)
-    label = _components(edges, n)
+    label = edge_components(edges, n)
     if params.row_join > 0 and len(triangles):
         # A word gap along a row is not a region boundary (engine.pitch.row_join_edges).
         joins = row_join_edges(samples, triangle_edges(triangles), edges, label, stats.h_cc,
                                params.row_join).edges
         if len(joins):
             edges = np.concatenate([edges, joins])
-            label = _components(edges, n)
+            label = edge_components(edges, n)
     label = _merge_small(samples, label, params.min_region_samples)
     parents: dict[int, int] = {}  # part kept apart -> the part it was split from
     if (params.multi_oriented or params.steep_regions) and SPLIT_ANGLE > 0:
@@ -85,7 +85,7 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
                                                      edges, sample_axis)
         in_block = np.isfinite(block_angle)
         cut = part[edges[:, 0]] == part[edges[:, 1]]
-        split = _components(edges[cut], n)
+        split = edge_components(edges[cut], n)
         if split.max() > label.max():
             split = _merge_small(samples, split, params.min_region_samples)
             # A part stands apart on its line contrast (as a steep region's angle is chosen in
@@ -115,7 +115,8 @@ def find_regions(samples: np.ndarray, triangles: np.ndarray, stats: ComponentSta
     return region, edges[same]
 
 
-def _components(edges: np.ndarray, n: int) -> np.ndarray:
+def edge_components(edges: np.ndarray, n: int) -> np.ndarray:
+    """Component index ``(n,)`` of each of ``n`` points joined by ``edges`` ``(E, 2)``."""
     graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
     return connected_components(graph, directed=False)[1]
 
@@ -483,7 +484,7 @@ def across_blocks(samples: np.ndarray, label: np.ndarray, edges: np.ndarray, sam
     if not across.any():
         return block, np.zeros(0)
     keep = across[edges[:, 0]] & across[edges[:, 1]]
-    group = _components(edges[keep], len(samples))
+    group = edge_components(edges[keep], len(samples))
     group = np.where(across, group, -1)
     ids, sizes = np.unique(group[group >= 0], return_counts=True)
     for g in ids[sizes >= BLOCK_SAMPLES * min_samples]:

@@ -31,29 +31,32 @@ def image_pyramid(image: np.ndarray, min_side: int = 256) -> list[np.ndarray]:
 MIN_PIECE_SAMPLES = 3
 
 
+def _closed(corners: np.ndarray) -> np.ndarray:
+    """The sides of the polygon ``corners (k, 2)`` as segment pairs ``(k, 2, 2)``."""
+    return np.stack([corners, np.roll(corners, -1, axis=0)], axis=1)
+
+
+def _box(x0: float, y0: float, x1: float, y1: float) -> np.ndarray:
+    return _closed(np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float))
+
+
 def _hull_segments(pts: np.ndarray) -> np.ndarray:
     """Convex hull of ``pts (n, 2)`` (n >= 3; their bounding box where they are collinear)
     as segment pairs ``(k, 2, 2)``."""
     from scipy.spatial import ConvexHull, QhullError
 
     try:
-        hull = pts[ConvexHull(pts).vertices]
+        return _closed(pts[ConvexHull(pts).vertices])
     except QhullError:
-        (x0, y0), (x1, y1) = pts.min(axis=0), pts.max(axis=0)
-        hull = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
-    return np.stack([hull, np.roll(hull, -1, axis=0)], axis=1)
+        return _box(*pts.min(axis=0), *pts.max(axis=0))
 
 
 def region_pieces(prep: Preparation) -> np.ndarray:
     """Piece index of every sample ``(N,)``: the samples its region's MRF edges join (edges
     never cross regions, so a piece lies in one region)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+    from engine.regions import edge_components
 
-    n = len(prep.samples)
-    e = np.asarray(prep.edges, dtype=np.intp).reshape(-1, 2)
-    graph = coo_matrix((np.ones(len(e), np.int8), (e[:, 0], e[:, 1])), shape=(n, n))
-    return connected_components(graph, directed=False)[1]
+    return edge_components(np.asarray(prep.edges, dtype=np.intp).reshape(-1, 2), len(prep.samples))
 
 
 def region_outlines(prep: Preparation) -> np.ndarray:
@@ -67,14 +70,12 @@ def region_outlines(prep: Preparation) -> np.ndarray:
     segs = []
     for region in prep.regions:
         at = np.flatnonzero(prep.sample_region == region.index)
-        ids, counts = np.unique(pieces[at], return_counts=True)
-        drawn = ids[counts >= MIN_PIECE_SAMPLES]
-        for piece in drawn:
-            segs.append(_hull_segments(prep.samples[at[pieces[at] == piece]].astype(float)))
-        if len(drawn) == 0:  # degenerate region: its bounding box
-            x0, y0, x1, y1 = region.bbox
-            box = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
-            segs.append(np.stack([box, np.roll(box, -1, axis=0)], axis=1))
+        at = at[np.argsort(pieces[at], kind="stable")]  # each piece's samples together
+        _, counts = np.unique(pieces[at], return_counts=True)
+        drawn = [p for p in np.split(at, np.cumsum(counts)[:-1]) if len(p) >= MIN_PIECE_SAMPLES]
+        segs.extend(_hull_segments(prep.samples[p].astype(float)) for p in drawn)
+        if not drawn:  # degenerate region: its bounding box
+            segs.append(_box(*region.bbox))
     return np.concatenate(segs) if segs else np.zeros((0, 2, 2))
 
 
