@@ -41,7 +41,7 @@ from engine.graph import triangle_edges  # noqa: E402
 from engine.groundtruth import read_label_map  # noqa: E402
 from engine.params import Parameters  # noqa: E402
 from engine.pipeline import prepare, run_em  # noqa: E402
-from engine.regions import _components  # noqa: E402
+from engine.regions import edge_components  # noqa: E402
 
 FIELDS = ("set", "page", "h_cc", "pitch", "pitch_hcc", "join_same_max", "join_diff_min", "join_edges",
           "sigma_t_p50", "sigma_t_p90", "sigma_t_max", "mu0", "mu1", "mu2")
@@ -67,7 +67,7 @@ def join_margins(prep, truth: np.ndarray, params: Parameters) -> tuple[float, fl
     p = samples[triangles]
     sides = np.linalg.norm(p - np.roll(p, -1, axis=1), axis=2)
     kept = triangle_edges(triangles[sides.max(axis=1) <= limit])
-    label = _components(kept, len(samples))
+    label = edge_components(kept, len(samples))
     # Every candidate, however long: the test's other conditions only.
     found = _pitch.row_join_edges(samples, delaunay, kept, label, prep.stats.h_cc, 1e6)
     if not math.isfinite(found.pitch) or len(found.edges) == 0:

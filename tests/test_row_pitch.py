@@ -135,14 +135,14 @@ def test_row_join_keeps_rows_and_columns_apart() -> None:
     assert len(prep.regions) == 2
     wide = make_page("wide_words", seed=1)
     from engine.graph import delaunay_edges, triangle_edges
-    from engine.regions import _components
+    from engine.regions import edge_components
 
     prep = prepare(wide.image, Parameters(row_join=0.0))
     tri, delaunay = delaunay_edges(prep.samples)
     p = prep.samples[tri]
     sides = np.linalg.norm(p - np.roll(p, -1, axis=1), axis=2)
     kept = triangle_edges(tri[sides.max(axis=1) <= 2.5 * prep.stats.h_cc])
-    label = _components(kept, len(prep.samples))
+    label = edge_components(kept, len(prep.samples))
     joins = _pitch.row_join_edges(prep.samples, delaunay, kept, label, prep.stats.h_cc, 1.0)
     assert len(joins.edges) > 0
     xy = np.rint(prep.samples).astype(int)
