@@ -13,6 +13,7 @@ show clearly better at its own angle than at the main part's (:func:`keep_distin
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.ndimage import gaussian_filter1d
@@ -232,12 +233,32 @@ def _parts_to_regions(parts: dict[int, int], label: np.ndarray, region: np.ndarr
             out[int(region[at_p[0]])] = int(region[at_main[0]])
 
 
+@dataclass(frozen=True)
+class PartTest:
+    """One part :func:`keep_distinct_parts` tested: its ``region`` and ``part`` labels, its
+    samples (``members``, indices), the text scale ``h`` (pixels) its contrast was read at,
+    its own angle and the main part's (degrees), ``ratio`` its line contrast at the main
+    part's angle over its best (kept apart only under ``KEEP_RATIO``, or as a mixed part or a
+    block across the main text), whether its size or angle gap gave ``evidence``, and
+    whether it was ``kept`` apart."""
+
+    region: int
+    part: int
+    members: np.ndarray
+    h: float
+    own_angle: float
+    main_angle: float
+    ratio: float
+    evidence: bool
+    kept: bool
+
+
 def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarray,
                         scale: dict[int, float], min_samples: int,
                         elongation: tuple[ComponentStats, Parameters] | None = None,
                         in_block: np.ndarray | None = None, far_angle: float | None = None,
-                        mixed: dict[int, int] | None = None, parents: dict[int, int] | None = None
-                        ) -> np.ndarray:
+                        mixed: dict[int, int] | None = None, parents: dict[int, int] | None = None,
+                        record: list[PartTest] | None = None) -> np.ndarray:
     """``part`` with every part that is not its region's largest folded into that largest one
     unless its own text angle fits it clearly better than the largest part's angle: the line
     contrast of the whole part at the largest part's angle under ``KEEP_RATIO`` x its best.
@@ -256,7 +277,8 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
     narrow note's part also holds the main text's row ends, and their rows raise its contrast
     at the main text's angle (moc_train_9: a column at 89 deg beside a block at -27 deg, ratio
     0.65). Its frame decides (engine.blocks.merge_parallel_blocks, ``mixed_parts_frame``).
-    ``parents`` (a dict, filled here): every part kept apart -> the main part it was split from."""
+    ``parents`` (a dict, filled here): every part kept apart -> the main part it was split from.
+    ``record`` (a list, appended to here): a :class:`PartTest` for every part tested."""
     part = part.copy()
     for r in range(int(region.max()) + 1):
         idx = np.flatnonzero(region == r)
@@ -305,6 +327,12 @@ def keep_distinct_parts(samples: np.ndarray, region: np.ndarray, part: np.ndarra
             if p != main and distinct and elongation is not None:
                 distinct = (sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[own_k]))
                             > sample_elongation(samples[members], *elongation, float(_FINE_ANGLES[main_k])))
+            if p != main and record is not None:
+                record.append(PartTest(int(r), int(p), members.copy(), float(h_cc),
+                                       float(_FINE_ANGLES[own_k]), float(_FINE_ANGLES[main_k]),
+                                       float(curves[p][main_k] / max(float(curves[p][own_k]), 1e-300)),
+                                       bool(evidence),
+                                       bool(distinct)))
             if p != main and not distinct:
                 part[members] = main
                 if mixed is not None:

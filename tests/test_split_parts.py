@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from synthetic import narrow_column_page, side_note_page
 
 from engine.blocks import merge_parallel_blocks
@@ -17,7 +18,7 @@ from engine.graph import delaunay_edges
 from engine.model import Region
 from engine.params import Parameters
 from engine.pipeline import prepare
-from engine.regions import component_axes, find_regions, keep_distinct_parts
+from engine.regions import KEEP_RATIO, component_axes, find_regions, keep_distinct_parts
 
 MIN_SAMPLES = Parameters().min_region_samples
 
@@ -85,6 +86,41 @@ def test_keep_distinct_parts_records_the_part_each_kept_part_came_from() -> None
     folded = keep_distinct_parts(samples, region, np.zeros_like(part), {0: prep.stats.h_cc},
                                  MIN_SAMPLES, far_angle=0.0, parents=parents)
     assert (folded == 0).all() and parents == {}
+
+
+def test_keep_distinct_parts_records_every_part_it_tests_with_its_ratio_and_decision() -> None:
+    """The record (bench/part_margins.py reads it) says what the test saw: the narrow
+    column's samples, its angle and the rows' (89 and -25 deg apart by more than SPLIT_ANGLE),
+    its contrast ratio under KEEP_RATIO, kept; the same column with its samples turned about
+    their centre to run along the rows: ratio 1, folded, and recorded so."""
+    page, block = narrow_column_page(0)
+    prep = prepare(page.image, Parameters())
+    xy = np.rint(prep.samples).astype(int)
+    line = page.labels[xy[:, 1], xy[:, 0]]
+    on = line > 0
+    samples, line = prep.samples[on], line[on]
+    part = (block[line - 1] == 1).astype(np.int64)
+    region = np.zeros(len(samples), np.int64)
+    record: list = []
+    keep_distinct_parts(samples, region, part, {0: prep.stats.h_cc}, MIN_SAMPLES, far_angle=0.0,
+                        record=record)
+    assert len(record) == 1
+    test = record[0]
+    assert (test.region, test.part) == (0, 1) and np.array_equal(test.members, np.flatnonzero(part == 1))
+    assert abs(test.own_angle) > 80 and -30 < test.main_angle < -20
+    assert test.ratio < KEEP_RATIO and test.evidence and test.kept
+    # The column turned to run along the rows: its best angle is theirs, the ratio near 1.
+    col = samples[part == 1]
+    centre = col.mean(axis=0)
+    turn = math.radians(test.main_angle - test.own_angle)
+    rot = np.array([[math.cos(turn), -math.sin(turn)], [math.sin(turn), math.cos(turn)]])
+    turned = samples.copy()
+    turned[part == 1] = (col - centre) @ rot.T + centre
+    record = []
+    out = keep_distinct_parts(turned, region, part, {0: prep.stats.h_cc}, MIN_SAMPLES,
+                              far_angle=0.0, record=record)
+    assert len(record) == 1 and not record[0].kept and (out == 0).all()
+    assert record[0].ratio == pytest.approx(1.0) and abs(record[0].own_angle - record[0].main_angle) <= 2
 
 
 def test_find_regions_names_the_region_each_kept_part_was_split_from() -> None:
