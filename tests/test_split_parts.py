@@ -66,9 +66,9 @@ def test_a_split_part_stays_apart_when_its_frame_is_far_or_has_evidence() -> Non
     assert joined is not None and (joined == 0).all()
 
 
-def test_keep_distinct_parts_records_the_part_each_kept_part_came_from() -> None:
-    """The narrow column beside rows at -25 deg (tests/test_mixed_parts.py) is kept apart by
-    its line contrast; ``parents`` names the rows' part as the one it was split from."""
+def _narrow_column_parts() -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The narrow column beside rows at -25 deg (tests/synthetic.py): its text samples, one
+    region, the part of each (1: the column, 0: the rows, from the page's known lines) and H_cc."""
     page, block = narrow_column_page(0)
     prep = prepare(page.image, Parameters())
     xy = np.rint(prep.samples).astype(int)
@@ -76,14 +76,20 @@ def test_keep_distinct_parts_records_the_part_each_kept_part_came_from() -> None
     on = line > 0
     samples, line = prep.samples[on], line[on]
     part = (block[line - 1] == 1).astype(np.int64)
-    region = np.zeros(len(samples), np.int64)
+    return samples, np.zeros(len(samples), np.int64), part, prep.stats.h_cc
+
+
+def test_keep_distinct_parts_records_the_part_each_kept_part_came_from() -> None:
+    """The narrow column beside rows at -25 deg (tests/test_mixed_parts.py) is kept apart by
+    its line contrast; ``parents`` names the rows' part as the one it was split from."""
+    samples, region, part, h_cc = _narrow_column_parts()
     parents: dict[int, int] = {}
-    kept = keep_distinct_parts(samples, region, part, {0: prep.stats.h_cc}, MIN_SAMPLES,
+    kept = keep_distinct_parts(samples, region, part, {0: h_cc}, MIN_SAMPLES,
                                far_angle=0.0, parents=parents)
     assert np.array_equal(kept, part) and parents == {1: 0}
     # A part folded into the main one is not recorded.
     parents = {}
-    folded = keep_distinct_parts(samples, region, np.zeros_like(part), {0: prep.stats.h_cc},
+    folded = keep_distinct_parts(samples, region, np.zeros_like(part), {0: h_cc},
                                  MIN_SAMPLES, far_angle=0.0, parents=parents)
     assert (folded == 0).all() and parents == {}
 
@@ -93,16 +99,9 @@ def test_keep_distinct_parts_records_every_part_it_tests_with_its_ratio_and_deci
     column's samples, its angle and the rows' (89 and -25 deg apart by more than SPLIT_ANGLE),
     its contrast ratio under KEEP_RATIO, kept; the same column with its samples turned about
     their centre to run along the rows: ratio 1, folded, and recorded so."""
-    page, block = narrow_column_page(0)
-    prep = prepare(page.image, Parameters())
-    xy = np.rint(prep.samples).astype(int)
-    line = page.labels[xy[:, 1], xy[:, 0]]
-    on = line > 0
-    samples, line = prep.samples[on], line[on]
-    part = (block[line - 1] == 1).astype(np.int64)
-    region = np.zeros(len(samples), np.int64)
+    samples, region, part, h_cc = _narrow_column_parts()
     record: list = []
-    keep_distinct_parts(samples, region, part, {0: prep.stats.h_cc}, MIN_SAMPLES, far_angle=0.0,
+    keep_distinct_parts(samples, region, part, {0: h_cc}, MIN_SAMPLES, far_angle=0.0,
                         record=record)
     assert len(record) == 1
     test = record[0]
@@ -117,7 +116,7 @@ def test_keep_distinct_parts_records_every_part_it_tests_with_its_ratio_and_deci
     turned = samples.copy()
     turned[part == 1] = (col - centre) @ rot.T + centre
     record = []
-    out = keep_distinct_parts(turned, region, part, {0: prep.stats.h_cc}, MIN_SAMPLES,
+    out = keep_distinct_parts(turned, region, part, {0: h_cc}, MIN_SAMPLES,
                               far_angle=0.0, record=record)
     assert len(record) == 1 and not record[0].kept and (out == 0).all()
     assert record[0].ratio == pytest.approx(1.0) and abs(record[0].own_angle - record[0].main_angle) <= 2
