@@ -95,14 +95,16 @@ def run_page(task: tuple[str, str, str, str], redraws: int = REDRAWS) -> list[di
         for t in record:
             within = np.flatnonzero(region == t.region)
             ink = part_ink(prep.components, samples, t.members, within)
-            again = (redraw_ratios(ink, len(t.members), t.h, t.main_angle, redraws, params.seed)
-                     if len(ink) > len(t.members) else np.full(1, np.nan))
+            # No more ink than samples (a part of specks): nothing to redraw.
+            again = (np.percentile(redraw_ratios(ink, len(t.members), t.h, t.main_angle, redraws,
+                                                 params.seed), (10, 50, 90))
+                     if len(ink) > len(t.members) else np.full(3, np.nan))
             rows.append({"set": name, "page": Path(image).stem, "seed": params.seed,
                          "samples": len(t.members), "own": t.own_angle, "main": t.main_angle,
                          "ratio": round(t.ratio, 3), "evidence": t.evidence, "kept": t.kept,
-                         "redraw_p10": round(float(np.nanpercentile(again, 10)), 3),
-                         "redraw_p50": round(float(np.nanpercentile(again, 50)), 3),
-                         "redraw_p90": round(float(np.nanpercentile(again, 90)), 3),
+                         "redraw_p10": round(float(again[0]), 3),
+                         "redraw_p50": round(float(again[1]), 3),
+                         "redraw_p90": round(float(again[2]), 3),
                          "ink_ratio": round(ratio_at(ink, t.h, t.main_angle), 3) if len(ink) else float("nan")})
     return rows
 
